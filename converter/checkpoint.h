@@ -1,0 +1,52 @@
+// Reading PyTorch checkpoints without Python.
+//
+// Formats: a torch.save zip archive (torch >= 1.6; `archive/data.pkl` + `archive/data/N`
+// storages, any top-level folder name), holding either a state_dict (the lecture's gpt.py)
+// or nanoGPT's ckpt dict {"model": state_dict, "model_args": {...}, ...}; and .safetensors.
+// The pickle inside is read by a restricted unpickler that executes nothing and accepts
+// only the globals a checkpoint needs (see unpickler.h); any other global is refused by name.
+//
+// Errors: ember::Error whose message names the file and what is wrong (truncated archive,
+// missing storage, foreign global, tensor bytes past the storage's end, ...).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace ember::convert {
+
+enum class SourceDType { F32, F16, BF16 };
+
+const char* source_dtype_name(SourceDType d);
+
+// One tensor as the checkpoint holds it, converted to contiguous row-major f32.
+// Storage offset and strides are honoured; tensors that share a storage (nanoGPT's tied
+// wte / lm_head) each get their own copy of the same values.
+struct SourceTensor {
+    std::vector<int64_t> shape;   // e.g. [vocab_size, n_embd]; [] for a 0-d tensor
+    std::vector<float> values;    // product(shape) values, row-major
+    SourceDType dtype = SourceDType::F32;  // dtype in the checkpoint
+    std::string storage_key;      // which storage it came from ("" for safetensors)
+};
+
+struct Checkpoint {
+    // The model's tensors by their key in the checkpoint, prefixes as found
+    // (nanoGPT's "model" dict when present, else the top-level state_dict).
+    std::map<std::string, SourceTensor> tensors;
+    // nanoGPT's model_args (ints, floats, bools, strings, None) when present, as JSON text
+    // ("" when the checkpoint has none).
+    std::string model_args_json;
+};
+
+// Reads a checkpoint, choosing the format by content (zip magic "PK\x03\x04", else the
+// safetensors header). Throws ember::Error.
+Checkpoint read_checkpoint(const std::string& path);
+
+// nanoGPT's meta.pkl: {"vocab_size": V, "itos": {id: char}, "stoi": {char: id}}.
+// Returns the code point of each id 0..V-1. Throws ember::Error when an id is missing,
+// an entry is not exactly one code point, or vocab_size disagrees.
+std::vector<uint32_t> read_meta_pkl(const std::string& path);
+
+}  // namespace ember::convert
