@@ -1,0 +1,167 @@
+#include "cli/commands.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <vector>
+
+#include "runtime/error.h"
+#include "runtime/eval.h"
+#include "runtime/model.h"
+#include "runtime/tokenizer.h"
+
+namespace ember::cli {
+
+namespace {
+
+std::string read_text(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) fail(path, ": cannot open");
+    std::ostringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+}
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+double median(std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    const size_t n = v.size();
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+}  // namespace
+
+int cmd_convert(const convert::ConvertOptions& opts) {
+    const convert::ConvertResult r = convert::convert(opts);
+    std::printf("%s", convert::format_summary(r).c_str());
+    std::printf("wrote %s (%s)\n", opts.out.c_str(), convert::dtype_name(opts.write.dtype));
+    return 0;
+}
+
+int cmd_info(const std::string& model_path) {
+    auto model = Model::open(model_path, /*require_checksum=*/false);
+    const ModelConfig& c = model->config();
+    std::printf("file: %s (%zu bytes)\n", model_path.c_str(), model->file_bytes());
+    std::printf("checksum: %s (xxh64 %016llx over the data section)\n", model->checksum_ok() ? "ok" : "MISMATCH: the file is corrupted",
+                static_cast<unsigned long long>(model->checksum()));
+    std::printf("architecture: %s, activation %s, lm_head %s\n", arch_name(c.arch), activation_name(c.activation),
+                c.tied_lm_head ? "tied to wte" : "own weights");
+    std::printf("config: n_layer %d, n_head %d, n_embd %d (head_size %d), block_size %d, vocab_size %d, ffn_hidden %d, ln_eps %g\n",
+                c.n_layer, c.n_head, c.n_embd, c.head_size(), c.block_size, c.vocab_size, c.ffn_hidden, c.ln_eps);
+    std::printf("tokenizer: char, %zu code points\n", model->code_points().size());
+    std::printf("source: %s\n", model->provenance().c_str());
+    std::printf("%-22s %-14s %-5s %6s %10s\n", "tensor", "shape", "dtype", "group", "bytes");
+    for (const auto& t : model->tensors()) {
+        std::string shape = "[";
+        for (size_t i = 0; i < t.shape.size(); ++i) shape += (i ? "," : "") + std::to_string(t.shape[i]);
+        shape += "]";
+        std::printf("%-22s %-14s %-5s %6s %10llu\n", t.name.c_str(), shape.c_str(), t.dtype.c_str(),
+                    t.group_size ? std::to_string(t.group_size).c_str() : "-", static_cast<unsigned long long>(t.bytes));
+    }
+    const int threads = kernels::ThreadPool::default_threads();
+    const MemoryPlan gen = plan_memory(*model, threads, false);
+    const MemoryPlan ev = plan_memory(*model, threads, true);
+    std::printf("weights: %zu bytes; arena: %zu bytes to generate, %zu bytes to eval (%d threads)\n", model->weight_bytes(),
+                gen.total, ev.total, threads);
+    return model->checksum_ok() ? 0 : 1;
+}
+
+int cmd_generate(const GenerateArgs& a) {
+    a.sampler.validate();
+    const ContextPolicy policy = parse_context_policy(a.context);
+    auto model = Model::open(a.model);
+    const CharTokenizer tok(model->code_points());
+    std::vector<int> ids = a.prompt.empty() ? std::vector<int>{0} : tok.encode(a.prompt, "prompt");
+    SessionOptions so;
+    so.threads = a.threads;
+    so.policy = policy;
+    Session session(*model, so);
+    Sampler sampler(a.sampler, model->config().vocab_size, session.sampler_probs(), session.sampler_ids());
+    if (!a.prompt.empty()) {
+        std::fwrite(a.prompt.data(), 1, a.prompt.size(), stdout);
+        std::fflush(stdout);
+    }
+    session.append(ids.data(), static_cast<int>(ids.size()));
+    char buf[4];
+    for (int i = 0; i < a.n; ++i) {
+        const int id = sampler.sample(session.logits());
+        std::fwrite(buf, 1, tok.decode(id, buf), stdout);
+        std::fflush(stdout);
+        if (i + 1 < a.n) session.append(&id, 1);
+    }
+    std::fputc('\n', stdout);
+    return 0;
+}
+
+int cmd_eval(const EvalArgs& a) {
+    auto model = Model::open(a.model);
+    const CharTokenizer tok(model->code_points());
+    const std::vector<int> ids = tok.encode(read_text(a.text), a.text);
+    const int64_t start = a.split == "val" ? val_split_start(static_cast<int64_t>(ids.size())) : 0;
+    SessionOptions so;
+    so.threads = a.threads;
+    so.all_logits = true;
+    Session session(*model, so);
+    const ModelConfig& c = model->config();
+    const EvalResult r = evaluate(session, ids.data() + start, static_cast<int64_t>(ids.size()) - start, c.block_size, c.vocab_size);
+    std::printf("loss %.4f over %lld tokens\n", r.loss, static_cast<long long>(r.tokens));
+    return 0;
+}
+
+int cmd_bench(const BenchArgs& a) {
+    auto model = Model::open(a.model);
+    const ModelConfig& c = model->config();
+    SessionOptions so;
+    so.threads = a.threads;
+    so.all_logits = true;
+    Session session(*model, so);
+    SamplerOptions greedy;
+    greedy.temperature = 0.0f;
+    Sampler sampler(greedy, c.vocab_size, session.sampler_probs(), session.sampler_ids());
+    std::vector<int> window(c.block_size);
+    for (int i = 0; i < c.block_size; ++i) window[i] = (i * 7 + 3) % c.vocab_size;
+
+    // Prefill: one full window of block_size tokens.
+    std::vector<double> prefill, decode;
+    session.forward_window(window.data(), c.block_size);  // warm-up
+    for (int r = 0; r < a.runs; ++r) {
+        const auto t0 = std::chrono::steady_clock::now();
+        session.forward_window(window.data(), c.block_size);
+        prefill.push_back(c.block_size / seconds_since(t0));
+    }
+    // Decode: from one token, block_size - 1 new tokens (within the KV cache), greedy.
+    const int steps = c.block_size - 1;
+    for (int r = 0; r <= a.runs; ++r) {
+        session.reset();
+        int id = 0;
+        session.append(&id, 1);
+        const auto t0 = std::chrono::steady_clock::now();
+        for (int s = 0; s < steps; ++s) {
+            id = sampler.sample(session.logits());
+            session.append(&id, 1);
+        }
+        if (r > 0) decode.push_back(steps / seconds_since(t0));  // run 0 warms up
+    }
+    const double p = median(prefill), d = median(decode);
+    if (a.json) {
+        nlohmann::json j{{"engine", "ember"}, {"threads", session.threads()}, {"prefill_tok_s", p}, {"decode_tok_s", d},
+                         {"block_size", c.block_size}, {"weight_bytes", model->weight_bytes()}};
+        std::printf("%s\n", j.dump().c_str());
+    } else {
+        std::printf("model: %s (n_layer %d, n_head %d, n_embd %d, block_size %d, %zu weight bytes)\n", a.model.c_str(), c.n_layer,
+                    c.n_head, c.n_embd, c.block_size, model->weight_bytes());
+        std::printf("threads: %d\n", session.threads());
+        std::printf("prefill: %.0f tokens/s (window of %d, median of %d)\n", p, c.block_size, a.runs);
+        std::printf("decode:  %.0f tokens/s (%d tokens within block_size, median of %d)\n", d, steps, a.runs);
+    }
+    return 0;
+}
+
+}  // namespace ember::cli

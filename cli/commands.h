@@ -1,0 +1,43 @@
+// The `ember` subcommands. Each returns the process exit status; library errors
+// (ember::Error) propagate to main, which prints them as one line.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "converter/convert.h"
+#include "runtime/sampler.h"
+#include "runtime/session.h"
+
+namespace ember::cli {
+
+int cmd_convert(const convert::ConvertOptions& opts);
+int cmd_info(const std::string& model_path);
+
+struct GenerateArgs {
+    std::string model;
+    std::string prompt;
+    int n = 200;
+    SamplerOptions sampler;
+    std::string context = "exact";
+    int threads = 0;
+};
+int cmd_generate(const GenerateArgs& a);
+
+struct EvalArgs {
+    std::string model;
+    std::string text;
+    std::string split = "val";
+    int threads = 0;
+};
+int cmd_eval(const EvalArgs& a);
+
+struct BenchArgs {
+    std::string model;
+    int threads = 0;
+    int runs = 5;
+    bool json = false;
+};
+int cmd_bench(const BenchArgs& a);
+
+}  // namespace ember::cli

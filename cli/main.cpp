@@ -1,0 +1,79 @@
+// ember: convert PyTorch GPT checkpoints to .ember files and run them on the CPU.
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+#include <exception>
+
+#include "cli/commands.h"
+#include "runtime/error.h"
+
+using namespace ember;
+
+int main(int argc, char** argv) {
+    CLI::App app{"ember: small GPT language models on the edge"};
+    app.require_subcommand(1);
+
+    convert::ConvertOptions conv;
+    std::string dtype = "int8", arch = "auto";
+    auto* c = app.add_subcommand("convert", "PyTorch checkpoint (+ vocabulary) -> .ember");
+    c->add_option("checkpoint", conv.checkpoint, "gpt.py state_dict, nanoGPT ckpt.pt, or .safetensors")->required();
+    c->add_option("-o,--out", conv.out, "output .ember file")->required();
+    c->add_option("--dtype", dtype, "weight dtype: f32 | f16 | int8")->capture_default_str();
+    c->add_option("--group-size", conv.write.group_size, "int8 group along a row (0 = a whole row)")->capture_default_str();
+    auto* vt = c->add_option("--vocab-text", conv.vocab_text, "training text: vocabulary = sorted(set(text))");
+    auto* mt = c->add_option("--meta", conv.meta, "nanoGPT meta.pkl");
+    vt->excludes(mt);
+    c->add_option("--arch", arch, "auto | gptpy | nanogpt")->capture_default_str();
+
+    std::string info_model;
+    auto* i = app.add_subcommand("info", "print a model's configuration, tokenizer, tensors, checksum");
+    i->add_option("model", info_model, ".ember file")->required();
+
+    cli::GenerateArgs gen;
+    auto* g = app.add_subcommand("generate", "generate text, streamed to stdout");
+    g->add_option("-m,--model", gen.model, ".ember file")->required();
+    g->add_option("-p,--prompt", gen.prompt, "prompt text (default: start from id 0, as the lecture does)");
+    g->add_option("-n", gen.n, "new tokens")->capture_default_str()->check(CLI::NonNegativeNumber);
+    g->add_option("--temperature", gen.sampler.temperature, "0 = greedy")->capture_default_str();
+    g->add_option("--top-k", gen.sampler.top_k, "keep the k most likely (0 = off)")->capture_default_str();
+    g->add_option("--top-p", gen.sampler.top_p, "nucleus mass (1 = off)")->capture_default_str();
+    g->add_option("--seed", gen.sampler.seed, "sampling seed")->capture_default_str();
+    g->add_option("--context", gen.context, "exact | shift | ring")->capture_default_str();
+    g->add_option("--threads", gen.threads, "0 = all cores")->capture_default_str();
+
+    cli::EvalArgs ev;
+    auto* e = app.add_subcommand("eval", "mean cross-entropy (nats/token) on a text");
+    e->add_option("-m,--model", ev.model, ".ember file")->required();
+    e->add_option("--text", ev.text, "UTF-8 text file")->required();
+    e->add_option("--split", ev.split, "val (last 10% of tokens) | all")->capture_default_str()->check(CLI::IsMember({"val", "all"}));
+    e->add_option("--threads", ev.threads, "0 = all cores")->capture_default_str();
+
+    cli::BenchArgs be;
+    auto* b = app.add_subcommand("bench", "prefill and decode tokens/s");
+    b->add_option("-m,--model", be.model, ".ember file")->required();
+    b->add_option("--threads", be.threads, "0 = all cores")->capture_default_str();
+    b->add_option("--runs", be.runs, "runs per figure (median)")->capture_default_str()->check(CLI::PositiveNumber);
+    b->add_flag("--json", be.json, "print one JSON line");
+
+    CLI11_PARSE(app, argc, argv);
+    try {
+        if (*c) {
+            conv.write.dtype = convert::parse_dtype(dtype);
+            conv.arch = convert::parse_arch(arch);
+            return cli::cmd_convert(conv);
+        }
+        if (*i) return cli::cmd_info(info_model);
+        if (*g) return cli::cmd_generate(gen);
+        if (*e) return cli::cmd_eval(ev);
+        if (*b) return cli::cmd_bench(be);
+    } catch (const Error& err) {
+        std::fflush(stdout);
+        std::fprintf(stderr, "ember: error: %s\n", err.what());
+        return 1;
+    } catch (const std::exception& err) {
+        std::fflush(stdout);
+        std::fprintf(stderr, "ember: error: %s\n", err.what());
+        return 1;
+    }
+    return 2;
+}

@@ -1,0 +1,41 @@
+// `ember convert`: checkpoint + vocabulary -> .ember, as a library call.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "converter/arch.h"
+#include "converter/writer.h"
+
+namespace ember::convert {
+
+struct ConvertOptions {
+    std::string checkpoint;   // .pt (zip) or .safetensors
+    std::string out;          // .ember path
+    std::string vocab_text;   // --vocab-text: sorted(set(text)) over code points
+    std::string meta;         // --meta: nanoGPT meta.pkl
+    ArchChoice arch = ArchChoice::Auto;
+    WriteOptions write;
+};
+
+struct ConvertResult {
+    ModelConfig config;
+    std::string stripped_prefix;
+    std::vector<std::string> dropped;
+    std::string vocab_source;
+    WriteReport report;
+};
+
+// The vocabulary of a training text: its distinct code points, ascending (sorted(set(text))).
+// Throws ember::Error on unreadable files or invalid UTF-8.
+std::vector<uint32_t> vocab_from_text(const std::string& path);
+
+// Reads, maps, quantizes, writes atomically, then reopens the result with the runtime's
+// verifier (a file that would not load is removed). Throws ember::Error.
+ConvertResult convert(const ConvertOptions& opts);
+
+// The summary `ember convert` prints: architecture, configuration, each tensor's dtype and
+// quantization error.
+std::string format_summary(const ConvertResult& r);
+
+}  // namespace ember::convert

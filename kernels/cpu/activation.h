@@ -1,0 +1,17 @@
+// Elementwise activations, in place over n values:
+//   relu:      torch.nn.ReLU (the lecture's gpt.py)
+//   gelu_erf:  torch.nn.GELU() = x * 0.5 * (1 + erf(x / sqrt(2)))      (nanoGPT)
+//   gelu_tanh: torch.nn.GELU(approximate='tanh'), GPT-2's
+//              0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 x^3)))
+#pragma once
+
+#include <cstddef>
+
+namespace ember::kernels {
+
+enum class ActivationKind { ReLU, GeluErf, GeluTanh };
+
+void activation_ref(ActivationKind kind, float* x, size_t n);  // double precision
+void activation(ActivationKind kind, float* x, size_t n);
+
+}  // namespace ember::kernels

@@ -1,0 +1,36 @@
+// Causal multi-head self-attention of T new queries over a KV cache, as the lecture's Head
+// computes it: softmax(q k^T * scale) v per head, masked so that a query sees only the keys
+// before it and itself (Vaswani et al. 2017, "scaled dot-product attention").
+//
+// Dimension letters: T new queries, S cache rows (block_size), C = n_head * hs.
+//   q   [T, C]: head h in columns [h*hs, (h+1)*hs); row stride ldq floats
+//   k,v [S, C]: cache rows; row stride C
+//   out [T, C]
+// Query t attends to cache rows [0, n_keys0 + t): the cache holds the past in rows
+// [0, n_keys0 - 1) and the new tokens from row n_keys0 - 1 on. Order within the rows does not
+// matter to softmax, so a ring whose rows are all valid uses n_keys0 = S with T = 1.
+// A query with no visible key (n_keys0 + t == 0) gets 0, not NaN.
+#pragma once
+
+#include "kernels/cpu/thread_pool.h"
+
+namespace ember::kernels {
+
+struct AttentionShape {
+    int T = 0;           // new queries
+    int n_head = 0;
+    int head_size = 0;
+    int n_keys0 = 0;     // keys visible to query 0 (n_keys0 + T - 1 <= S)
+    int ldq = 0;         // row stride of q in floats (3C when q lives in a fused qkv buffer)
+    float scale = 0.0f;  // 1/sqrt(head_size)
+};
+
+// Plain reference, double accumulation. scores: [n_keys0 + T - 1] scratch.
+void attention_ref(const float* q, const float* k, const float* v, const AttentionShape& s, float* out);
+
+// Fast: (t, h) pairs split across the pool; scores [pool.size(), max keys] caller-owned
+// scratch with row stride `scores_ld`. Allocates nothing.
+void attention(const float* q, const float* k, const float* v, const AttentionShape& s, float* out,
+               float* scores, int scores_ld, ThreadPool& pool);
+
+}  // namespace ember::kernels

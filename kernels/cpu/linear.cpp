@@ -1,0 +1,191 @@
+#include "kernels/cpu/linear.h"
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "kernels/cpu/half.h"
+
+#if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+#include <immintrin.h>
+#define EMBER_AVX2 1
+#endif
+
+namespace ember::kernels {
+
+size_t linear_scratch_xq_bytes(int T, int K) { return static_cast<size_t>(T) * K; }
+
+size_t linear_scratch_xs_bytes(int T, int K, int group_size) {
+    const int g = group_size > 0 ? (K + group_size - 1) / group_size : 1;
+    return static_cast<size_t>(T) * g * sizeof(float);
+}
+
+void linear_ref(const float* x, int T, const WeightView& w, const float* bias, float* y) {
+    std::vector<float> row(w.cols);
+    for (int n = 0; n < w.rows; ++n) {
+        dequantize_row(w, n, row.data());
+        for (int t = 0; t < T; ++t) {
+            const float* xt = x + static_cast<size_t>(t) * w.cols;
+            double acc = bias ? bias[n] : 0.0;
+            for (int k = 0; k < w.cols; ++k) acc += static_cast<double>(xt[k]) * row[k];
+            y[static_cast<size_t>(t) * w.rows + n] = static_cast<float>(acc);
+        }
+    }
+}
+
+namespace {
+
+#ifdef EMBER_AVX2
+inline float hsum(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+#endif
+
+float dot_f32(const float* a, const float* b, int n) {
+    int k = 0;
+    float acc = 0.0f;
+#ifdef EMBER_AVX2
+    __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
+    for (; k + 16 <= n; k += 16) {
+        s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + k), _mm256_loadu_ps(b + k), s0);
+        s1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + k + 8), _mm256_loadu_ps(b + k + 8), s1);
+    }
+    acc = hsum(_mm256_add_ps(s0, s1));
+#endif
+    for (; k < n; ++k) acc += a[k] * b[k];
+    return acc;
+}
+
+float dot_f16(const float* a, const uint16_t* b, int n) {
+    int k = 0;
+    float acc = 0.0f;
+#ifdef EMBER_AVX2
+    __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
+    for (; k + 16 <= n; k += 16) {
+        const __m256 b0 = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + k)));
+        const __m256 b1 = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + k + 8)));
+        s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + k), b0, s0);
+        s1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + k + 8), b1, s1);
+    }
+    acc = hsum(_mm256_add_ps(s0, s1));
+#endif
+    for (; k < n; ++k) acc += a[k] * half_to_float(b[k]);
+    return acc;
+}
+
+// Integer dot product of one int8 group of length len.
+inline int32_t dot_i8_scalar(const int8_t* a, const int8_t* b, int len) {
+    int32_t s = 0;
+    for (int k = 0; k < len; ++k) s += static_cast<int32_t>(a[k]) * b[k];
+    return s;
+}
+
+// sum over groups of (xq . wq)_g * xs[g] * ws[g] for one row of W and one row of x.
+float dot_i8_groups(const int8_t* xq, const float* xs, const int8_t* wq, const float* ws, int K,
+                    int group) {
+    const int n_groups = (K + group - 1) / group;
+    float acc = 0.0f;
+#ifdef EMBER_AVX2
+    if (group % 32 == 0) {
+        const __m256i ones = _mm256_set1_epi16(1);
+        __m256 vacc = _mm256_setzero_ps();
+        for (int g = 0; g < n_groups; ++g) {
+            const int begin = g * group;
+            const int len = std::min(group, K - begin);
+            const int8_t* a = xq + begin;
+            const int8_t* b = wq + begin;
+            __m256i isum = _mm256_setzero_si256();
+            int k = 0;
+            for (; k + 32 <= len; k += 32) {
+                const __m256i va = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a + k));
+                const __m256i vb = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + k));
+                // |b| as unsigned times a with b's sign: maddubs needs one unsigned operand.
+                const __m256i ub = _mm256_sign_epi8(vb, vb);
+                const __m256i sa = _mm256_sign_epi8(va, vb);
+                isum = _mm256_add_epi32(isum, _mm256_madd_epi16(_mm256_maddubs_epi16(ub, sa), ones));
+            }
+            const __m256 scale = _mm256_set1_ps(xs[g] * ws[g]);
+            vacc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), scale, vacc);
+            if (k < len) acc += static_cast<float>(dot_i8_scalar(a + k, b + k, len - k)) * xs[g] * ws[g];
+        }
+        return acc + hsum(vacc);
+    }
+#endif
+    for (int g = 0; g < n_groups; ++g) {
+        const int begin = g * group;
+        const int len = std::min(group, K - begin);
+        acc += static_cast<float>(dot_i8_scalar(xq + begin, wq + begin, len)) * xs[g] * ws[g];
+    }
+    return acc;
+}
+
+// Symmetric int8 quantization of one row x [K] in groups: xs[g] = absmax / 127.
+void quantize_row_i8(const float* x, int K, int group, int8_t* xq, float* xs) {
+    const int n_groups = (K + group - 1) / group;
+    for (int g = 0; g < n_groups; ++g) {
+        const int begin = g * group;
+        const int end = std::min(K, begin + group);
+        float amax = 0.0f;
+        for (int k = begin; k < end; ++k) amax = std::max(amax, std::fabs(x[k]));
+        const float scale = amax / 127.0f;
+        const float inv = amax > 0.0f ? 127.0f / amax : 0.0f;
+        xs[g] = scale;
+        for (int k = begin; k < end; ++k) xq[k] = static_cast<int8_t>(std::lrintf(x[k] * inv));
+    }
+}
+
+constexpr int kRowsPerTask = 16;
+
+}  // namespace
+
+void linear(const float* x, int T, const WeightView& w, const float* bias, float* y,
+            const LinearScratch& scratch, ThreadPool& pool) {
+    const int N = w.rows;
+    const int K = w.cols;
+    const int n_tasks = (N + kRowsPerTask - 1) / kRowsPerTask;
+    if (w.type == WType::I8) {
+        const int gpr = w.groups_per_row();
+        auto quantize = [&](int t, int) {
+            quantize_row_i8(x + static_cast<size_t>(t) * K, K, w.group_size,
+                            scratch.xq + static_cast<size_t>(t) * K, scratch.xs + static_cast<size_t>(t) * gpr);
+        };
+        if (T >= 8) {
+            pool.run(T, quantize);
+        } else {
+            for (int t = 0; t < T; ++t) quantize(t, 0);
+        }
+        const int8_t* wq = static_cast<const int8_t*>(w.data);
+        pool.run(n_tasks, [&](int task, int) {
+            const int n_end = std::min(N, (task + 1) * kRowsPerTask);
+            for (int n = task * kRowsPerTask; n < n_end; ++n) {
+                const int8_t* wrow = wq + static_cast<size_t>(n) * K;
+                const float* ws = w.scales + static_cast<size_t>(n) * gpr;
+                const float b = bias ? bias[n] : 0.0f;
+                for (int t = 0; t < T; ++t) {
+                    y[static_cast<size_t>(t) * N + n] =
+                        b + dot_i8_groups(scratch.xq + static_cast<size_t>(t) * K,
+                                          scratch.xs + static_cast<size_t>(t) * gpr, wrow, ws, K, w.group_size);
+                }
+            }
+        });
+        return;
+    }
+    pool.run(n_tasks, [&](int task, int) {
+        const int n_end = std::min(N, (task + 1) * kRowsPerTask);
+        for (int n = task * kRowsPerTask; n < n_end; ++n) {
+            const float b = bias ? bias[n] : 0.0f;
+            for (int t = 0; t < T; ++t) {
+                const float* xt = x + static_cast<size_t>(t) * K;
+                const float d = w.type == WType::F32
+                                    ? dot_f32(xt, static_cast<const float*>(w.data) + static_cast<size_t>(n) * K, K)
+                                    : dot_f16(xt, static_cast<const uint16_t*>(w.data) + static_cast<size_t>(n) * K, K);
+                y[static_cast<size_t>(t) * N + n] = b + d;
+            }
+        }
+    });
+}
+
+}  // namespace ember::kernels

@@ -1,0 +1,29 @@
+#include "kernels/cpu/weights.h"
+
+#include "kernels/cpu/half.h"
+
+namespace ember::kernels {
+
+void dequantize_row(const WeightView& w, int row, float* out) {
+    const size_t base = static_cast<size_t>(row) * w.cols;
+    switch (w.type) {
+    case WType::F32: {
+        const float* src = static_cast<const float*>(w.data) + base;
+        for (int j = 0; j < w.cols; ++j) out[j] = src[j];
+        break;
+    }
+    case WType::F16: {
+        const uint16_t* src = static_cast<const uint16_t*>(w.data) + base;
+        for (int j = 0; j < w.cols; ++j) out[j] = half_to_float(src[j]);
+        break;
+    }
+    case WType::I8: {
+        const int8_t* src = static_cast<const int8_t*>(w.data) + base;
+        const float* s = w.scales + static_cast<size_t>(row) * w.groups_per_row();
+        for (int j = 0; j < w.cols; ++j) out[j] = static_cast<float>(src[j]) * s[j / w.group_size];
+        break;
+    }
+    }
+}
+
+}  // namespace ember::kernels

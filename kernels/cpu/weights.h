@@ -1,0 +1,30 @@
+// How a kernel sees a weight matrix W [rows, cols] (row-major, PyTorch's nn.Linear layout
+// [out_features, in_features]) in one of the three stored dtypes.
+//
+// int8: symmetric groups of `group_size` consecutive elements along a row (the last group of
+// a row may be shorter); value = q * scales[row * groups_per_row + g], groups_per_row =
+// ceil(cols / group_size). Kernels know no file or model: the runtime fills these views.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace ember::kernels {
+
+enum class WType { F32, F16, I8 };
+
+struct WeightView {
+    WType type = WType::F32;
+    const void* data = nullptr;     // f32 | uint16 (binary16) | int8, rows * cols elements
+    const float* scales = nullptr;  // int8 only: [rows, groups_per_row()]
+    int rows = 0;
+    int cols = 0;
+    int group_size = 0;             // int8 only: 1..cols (the converter maps 0 to cols)
+
+    int groups_per_row() const { return type == WType::I8 ? (cols + group_size - 1) / group_size : 0; }
+};
+
+// Writes row `row` of W as f32 into out [cols]. Plain code; used for embeddings and tests.
+void dequantize_row(const WeightView& w, int row, float* out);
+
+}  // namespace ember::kernels

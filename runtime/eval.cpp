@@ -1,0 +1,32 @@
+#include "runtime/eval.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "runtime/error.h"
+
+namespace ember {
+
+int64_t val_split_start(int64_t n) { return static_cast<int64_t>(0.9 * static_cast<double>(n)); }
+
+EvalResult evaluate(Session& session, const int* ids, int64_t n, int block_size, int vocab_size) {
+    if (n < 2) fail("eval needs at least 2 tokens, got ", n);
+    EvalResult r;
+    double total = 0.0;
+    for (int64_t start = 0; start + 1 < n; start += block_size) {
+        const int T = static_cast<int>(std::min<int64_t>(block_size, n - 1 - start));
+        const float* logits = session.forward_window(ids + start, T);
+        for (int t = 0; t < T; ++t) {
+            const float* row = logits + static_cast<size_t>(t) * vocab_size;
+            const float mx = *std::max_element(row, row + vocab_size);
+            double sum = 0.0;
+            for (int v = 0; v < vocab_size; ++v) sum += std::exp(static_cast<double>(row[v]) - mx);
+            total += std::log(sum) + mx - row[ids[start + t + 1]];
+        }
+        r.tokens += T;
+    }
+    r.loss = total / static_cast<double>(r.tokens);
+    return r;
+}
+
+}  // namespace ember

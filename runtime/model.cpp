@@ -1,0 +1,287 @@
+#include "runtime/model.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <map>
+
+#include "ember_generated.h"
+#include "runtime/error.h"
+
+namespace ember {
+
+const char* arch_name(Arch a) { return a == Arch::GptPy ? "gptpy" : "nanogpt"; }
+
+const char* activation_name(kernels::ActivationKind a) {
+    switch (a) {
+    case kernels::ActivationKind::ReLU: return "relu";
+    case kernels::ActivationKind::GeluErf: return "gelu (erf)";
+    case kernels::ActivationKind::GeluTanh: return "gelu (tanh)";
+    }
+    return "?";
+}
+
+std::string layer_tensor_name(int layer, const char* suffix) {
+    return "h." + std::to_string(layer) + "." + suffix;
+}
+
+namespace {
+
+// Limits that keep every size product well inside 64 bits and every element count of one
+// tensor inside 31 bits (kernels index rows and columns with int).
+constexpr uint64_t kMaxDim = 1u << 24;
+constexpr uint64_t kMaxElements = (1ull << 31) - 1;
+constexpr uint32_t kMaxLayers = 1024;
+
+size_t dtype_bytes(fb::DType d) { return d == fb::DType::F32 ? 4 : d == fb::DType::F16 ? 2 : 1; }
+const char* dtype_name(fb::DType d) { return d == fb::DType::F32 ? "f32" : d == fb::DType::F16 ? "f16" : "int8"; }
+
+struct Expected {
+    std::vector<uint64_t> shape;
+    bool required;
+    bool vector;  // 1-D: stored as f32
+};
+
+}  // namespace
+
+std::unique_ptr<Model> Model::open(const std::string& path, bool require_checksum) {
+    std::unique_ptr<Model> m(new Model());
+    m->path_ = path;
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) fail(path, ": cannot open: ", std::strerror(errno));
+    struct stat st {};
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        ::close(fd);
+        fail(path, ": not a regular file");
+    }
+    m->size_ = static_cast<size_t>(st.st_size);
+    if (m->size_ < 16) {
+        ::close(fd);
+        fail(path, ": ", m->size_, " bytes is too short for an .ember file");
+    }
+    void* p = mmap(nullptr, m->size_, PROT_READ, MAP_PRIVATE, fd, 0);
+    ::close(fd);
+    if (p == MAP_FAILED) fail(path, ": mmap failed: ", std::strerror(errno));
+    m->base_ = static_cast<const uint8_t*>(p);
+    m->verify_and_view(require_checksum);
+    return m;
+}
+
+Model::~Model() {
+    if (base_) munmap(const_cast<uint8_t*>(base_), size_);
+}
+
+size_t Model::weight_bytes() const {
+    size_t n = 0;
+    for (const auto& t : tensors_) n += t.bytes;
+    return n;
+}
+
+std::string Model::provenance() const {
+    const auto* fbm = fb::GetSizePrefixedModel(base_);
+    const auto* p = fbm->provenance();
+    if (!p) return "(none)";
+    auto s = [](const flatbuffers::String* x) { return x ? x->str() : std::string("?"); };
+    return s(p->source_file()) + " (sha256 " + s(p->source_sha256()) + "), vocabulary " + s(p->vocab_source()) +
+           ", " + s(p->converter());
+}
+
+void Model::verify_and_view(bool require_checksum) {
+    const std::string& f = path_;
+    uint32_t fb_size = 0;
+    std::memcpy(&fb_size, base_, 4);
+    if (fb_size < 8 || fb_size > size_ - 4) {
+        fail(f, ": header claims a ", fb_size, "-byte index but the file holds ", size_, " bytes (truncated or not an .ember file)");
+    }
+    if (!flatbuffers::BufferHasIdentifier(base_ + 4, fb::ModelIdentifier())) {
+        fail(f, ": not an .ember file (identifier is not \"EMBR\")");
+    }
+    flatbuffers::Verifier verifier(base_, fb_size + 4);
+    if (!fb::VerifySizePrefixedModelBuffer(verifier)) fail(f, ": the model index fails the FlatBuffers verifier (corrupted file)");
+    const fb::Model* fm = fb::GetSizePrefixedModel(base_);
+    if (fm->format_version() != kFormatVersion) {
+        fail(f, ": format_version ", fm->format_version(), " is not supported (this ember reads version ", kFormatVersion, ")");
+    }
+
+    // Data section.
+    const uint64_t data_off = fm->data_offset();
+    const uint64_t data_size = fm->data_size();
+    if (data_off % kDataAlignment != 0) fail(f, ": data_offset ", data_off, " is not a multiple of ", kDataAlignment);
+    if (data_off < fb_size + 4ull || data_off > size_ || data_size > size_ - data_off) {
+        fail(f, ": header claims a data section of ", data_size, " bytes at offset ", data_off, " but the file holds ", size_,
+             " bytes (truncated?)");
+    }
+    const uint8_t* data = base_ + data_off;
+    checksum_ = XXH64(data, data_size, 0);
+    checksum_ok_ = checksum_ == fm->data_xxh64();
+    if (!checksum_ok_ && require_checksum) {
+        fail(f, ": checksum mismatch over the data section (file corrupted): stored ", std::hex, fm->data_xxh64(),
+             ", computed ", checksum_);
+    }
+
+    // Configuration.
+    const fb::Config* c = fm->config();
+    auto dim = [&](const char* name, uint32_t v, uint64_t max) -> int {
+        if (v == 0 || v > max) fail(f, ": config.", name, " = ", v, " is out of range [1, ", max, "]");
+        return static_cast<int>(v);
+    };
+    ModelConfig& cfg = config_;
+    if (c->arch() != fb::Arch::GptPy && c->arch() != fb::Arch::NanoGPT) fail(f, ": config.arch ", int(c->arch()), " is unknown");
+    cfg.arch = c->arch() == fb::Arch::GptPy ? Arch::GptPy : Arch::NanoGPT;
+    cfg.n_layer = dim("n_layer", c->n_layer(), kMaxLayers);
+    cfg.n_head = dim("n_head", c->n_head(), kMaxDim);
+    cfg.n_embd = dim("n_embd", c->n_embd(), kMaxDim);
+    cfg.block_size = dim("block_size", c->block_size(), kMaxDim);
+    cfg.vocab_size = dim("vocab_size", c->vocab_size(), kMaxDim);
+    cfg.ffn_hidden = dim("ffn_hidden", c->ffn_hidden(), kMaxDim);
+    if (cfg.n_embd % cfg.n_head != 0) fail(f, ": config.n_embd ", cfg.n_embd, " is not divisible by config.n_head ", cfg.n_head);
+    switch (c->activation()) {
+    case fb::Activation::ReLU: cfg.activation = kernels::ActivationKind::ReLU; break;
+    case fb::Activation::GeluErf: cfg.activation = kernels::ActivationKind::GeluErf; break;
+    case fb::Activation::GeluTanh: cfg.activation = kernels::ActivationKind::GeluTanh; break;
+    default: fail(f, ": config.activation ", int(c->activation()), " is unknown");
+    }
+    cfg.ln_eps = c->ln_eps();
+    cfg.attn_scale = c->attn_scale();
+    if (!(cfg.ln_eps > 0.0f && cfg.ln_eps < 1.0f)) fail(f, ": config.ln_eps ", cfg.ln_eps, " is out of range (0, 1)");
+    if (!(cfg.attn_scale > 0.0f && std::isfinite(cfg.attn_scale))) fail(f, ": config.attn_scale ", cfg.attn_scale, " is not a positive number");
+    cfg.tied_lm_head = c->tied_lm_head();
+    const uint64_t C = cfg.n_embd, V = cfg.vocab_size, S = cfg.block_size, F = cfg.ffn_hidden;
+    for (uint64_t prod : {V * C, S * C, 3 * C * C, F * C}) {
+        if (prod > kMaxElements) fail(f, ": configuration gives a tensor of ", prod, " elements (more than 2^31 - 1)");
+    }
+
+    // Tokenizer.
+    const fb::Tokenizer* tok = fm->tokenizer();
+    if (tok->kind() != fb::TokenizerKind::Char) fail(f, ": tokenizer.kind ", int(tok->kind()), " is unknown");
+    if (!tok->code_points() || tok->code_points()->size() != V) {
+        fail(f, ": tokenizer holds ", tok->code_points() ? tok->code_points()->size() : 0, " entries but config.vocab_size is ", V);
+    }
+    code_points_.assign(tok->code_points()->begin(), tok->code_points()->end());
+    for (size_t i = 0; i < code_points_.size(); ++i) {
+        const uint32_t cp = code_points_[i];
+        if (cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) fail(f, ": tokenizer entry ", i, " (", cp, ") is not a Unicode scalar value");
+        if (i > 0 && cp <= code_points_[i - 1]) fail(f, ": tokenizer entry ", i, " is not in ascending order (sorted(set(text)))");
+    }
+
+    // Tensors: what the configuration expects.
+    std::map<std::string, Expected> expected;
+    expected["wte"] = {{V, C}, true, false};
+    expected["wpe"] = {{S, C}, true, false};
+    for (int l = 0; l < cfg.n_layer; ++l) {
+        expected[layer_tensor_name(l, "ln_1.weight")] = {{C}, true, true};
+        expected[layer_tensor_name(l, "ln_1.bias")] = {{C}, false, true};
+        expected[layer_tensor_name(l, "qkv.weight")] = {{3 * C, C}, true, false};
+        expected[layer_tensor_name(l, "qkv.bias")] = {{3 * C}, false, true};
+        expected[layer_tensor_name(l, "proj.weight")] = {{C, C}, true, false};
+        expected[layer_tensor_name(l, "proj.bias")] = {{C}, false, true};
+        expected[layer_tensor_name(l, "ln_2.weight")] = {{C}, true, true};
+        expected[layer_tensor_name(l, "ln_2.bias")] = {{C}, false, true};
+        expected[layer_tensor_name(l, "fc.weight")] = {{F, C}, true, false};
+        expected[layer_tensor_name(l, "fc.bias")] = {{F}, false, true};
+        expected[layer_tensor_name(l, "fc2.weight")] = {{C, F}, true, false};
+        expected[layer_tensor_name(l, "fc2.bias")] = {{C}, false, true};
+    }
+    expected["ln_f.weight"] = {{C}, true, true};
+    expected["ln_f.bias"] = {{C}, false, true};
+    if (!cfg.tied_lm_head) expected["lm_head.weight"] = {{V, C}, true, false};
+    expected["lm_head.bias"] = {{V}, false, true};
+
+    struct Found {
+        kernels::WeightView view;
+    };
+    std::map<std::string, Found> found;
+    for (const fb::Tensor* t : *fm->tensors()) {
+        const std::string name = t->name()->str();
+        auto it = expected.find(name);
+        if (it == expected.end()) fail(f, ": tensor '", name, "' is not part of a ", arch_name(cfg.arch), " model (or is not expected by this configuration)");
+        if (found.count(name)) fail(f, ": tensor '", name, "' appears twice");
+        const Expected& e = it->second;
+        std::vector<uint64_t> shape(t->shape()->begin(), t->shape()->end());
+        if (shape != e.shape) {
+            std::string got, want;
+            for (auto d : shape) got += (got.empty() ? "" : ", ") + std::to_string(d);
+            for (auto d : e.shape) want += (want.empty() ? "" : ", ") + std::to_string(d);
+            fail(f, ": tensor '", name, "' has shape [", got, "] but the configuration needs [", want, "]");
+        }
+        const fb::DType dt = t->dtype();
+        if (dt != fb::DType::F32 && dt != fb::DType::F16 && dt != fb::DType::I8) fail(f, ": tensor '", name, "' has unknown dtype ", int(dt));
+        if (e.vector && dt != fb::DType::F32) fail(f, ": tensor '", name, "' is ", dtype_name(dt), " but 1-D tensors are stored as f32");
+        const uint64_t rows = e.vector ? 1 : shape[0];
+        const uint64_t cols = e.vector ? shape[0] : shape[1];
+        const uint64_t want_bytes = rows * cols * dtype_bytes(dt);
+        auto check_range = [&](const char* what, uint64_t off, uint64_t size, uint64_t want) {
+            if (size != want) fail(f, ": tensor '", name, "' ", what, "_size is ", size, " bytes but its shape needs ", want);
+            if (off % kDataAlignment != 0) fail(f, ": tensor '", name, "' ", what, "_offset ", off, " is not a multiple of ", kDataAlignment);
+            if (off > data_size || size > data_size - off) {
+                fail(f, ": tensor '", name, "' ", what, " bytes [", off, ", ", off + size, ") lie past the data section (", data_size, " bytes)");
+            }
+        };
+        check_range("data", t->data_offset(), t->data_size(), want_bytes);
+        kernels::WeightView v;
+        v.data = data + t->data_offset();
+        v.rows = static_cast<int>(rows);
+        v.cols = static_cast<int>(cols);
+        uint64_t bytes = t->data_size();
+        if (dt == fb::DType::I8) {
+            const uint32_t g = t->group_size();
+            if (g == 0 || g > cols) fail(f, ": tensor '", name, "' group_size ", g, " must be in [1, ", cols, "] (the row length)");
+            const uint64_t n_scales = rows * ((cols + g - 1) / g);
+            check_range("scales", t->scales_offset(), t->scales_size(), n_scales * 4);
+            v.type = kernels::WType::I8;
+            v.group_size = static_cast<int>(g);
+            v.scales = reinterpret_cast<const float*>(data + t->scales_offset());
+            for (uint64_t i = 0; i < n_scales; ++i) {
+                if (!(v.scales[i] >= 0.0f && std::isfinite(v.scales[i]))) fail(f, ": tensor '", name, "' scale ", i, " is ", v.scales[i], " (must be finite, >= 0)");
+            }
+            bytes += t->scales_size();
+        } else {
+            v.type = dt == fb::DType::F32 ? kernels::WType::F32 : kernels::WType::F16;
+        }
+        found[name] = {v};
+        std::vector<uint32_t> shape32(shape.begin(), shape.end());
+        tensors_.push_back({name, shape32, dtype_name(dt), dt == fb::DType::I8 ? t->group_size() : 0, bytes});
+    }
+    for (const auto& [name, e] : expected) {
+        if (e.required && !found.count(name)) fail(f, ": required tensor '", name, "' is missing");
+    }
+
+    auto mat = [&](const std::string& n) { return found.at(n).view; };
+    auto vec = [&](const std::string& n) -> const float* {
+        auto it = found.find(n);
+        return it == found.end() ? nullptr : static_cast<const float*>(it->second.view.data);
+    };
+    ModelWeights& w = weights_;
+    w.wte = mat("wte");
+    w.wpe = mat("wpe");
+    w.layers.resize(cfg.n_layer);
+    for (int l = 0; l < cfg.n_layer; ++l) {
+        LayerWeights& L = w.layers[l];
+        auto n = [&](const char* s) { return layer_tensor_name(l, s); };
+        L.ln_1_w = vec(n("ln_1.weight"));
+        L.ln_1_b = vec(n("ln_1.bias"));
+        L.qkv = mat(n("qkv.weight"));
+        L.qkv_b = vec(n("qkv.bias"));
+        L.proj = mat(n("proj.weight"));
+        L.proj_b = vec(n("proj.bias"));
+        L.ln_2_w = vec(n("ln_2.weight"));
+        L.ln_2_b = vec(n("ln_2.bias"));
+        L.fc = mat(n("fc.weight"));
+        L.fc_b = vec(n("fc.bias"));
+        L.fc2 = mat(n("fc2.weight"));
+        L.fc2_b = vec(n("fc2.bias"));
+    }
+    w.ln_f_w = vec("ln_f.weight");
+    w.ln_f_b = vec("ln_f.bias");
+    w.lm_head = cfg.tied_lm_head ? w.wte : mat("lm_head.weight");
+    w.lm_head_b = vec("lm_head.bias");
+}
+
+}  // namespace ember

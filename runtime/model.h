@@ -1,0 +1,121 @@
+// A loaded .ember model: the file mapped read-only, verified once, and viewed in place.
+//
+// Verification at open (the trust boundary: nothing after it re-checks): size prefix within
+// the file, FlatBuffers verifier, identifier "EMBR", format_version, configuration bounds
+// (every product used to size a buffer fits in 32 bits), n_embd divisible by n_head, each
+// tensor's name, shape (against the configuration), dtype, group size, and byte ranges inside
+// the data section, the data section inside the file, and XXH64 of the data section.
+// Any failure throws ember::Error naming the file and the field.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kernels/cpu/activation.h"
+#include "kernels/cpu/weights.h"
+
+namespace ember {
+
+constexpr uint32_t kFormatVersion = 1;
+constexpr size_t kDataAlignment = 64;
+
+enum class Arch { GptPy, NanoGPT };
+const char* arch_name(Arch a);
+const char* activation_name(kernels::ActivationKind a);
+
+// Letters used in shape comments: V vocab_size, S block_size, C n_embd, F ffn_hidden,
+// H n_head, hs head_size = C / H, L n_layer.
+struct ModelConfig {
+    Arch arch = Arch::GptPy;
+    int n_layer = 0;
+    int n_head = 0;
+    int n_embd = 0;
+    int block_size = 0;
+    int vocab_size = 0;
+    int ffn_hidden = 0;
+    kernels::ActivationKind activation = kernels::ActivationKind::ReLU;
+    float ln_eps = 1e-5f;
+    float attn_scale = 0.0f;  // 1/sqrt(head_size)
+    bool tied_lm_head = false;
+
+    int head_size() const { return n_embd / n_head; }
+};
+
+// Null bias pointers mean "no bias" (nanoGPT bias=False, gpt.py's key/query/value).
+struct LayerWeights {
+    const float* ln_1_w = nullptr;  // [C]
+    const float* ln_1_b = nullptr;  // [C]
+    kernels::WeightView qkv;        // [3C, C]: q | k | v, heads in order within each
+    const float* qkv_b = nullptr;   // [3C]
+    kernels::WeightView proj;       // [C, C]
+    const float* proj_b = nullptr;  // [C]
+    const float* ln_2_w = nullptr;  // [C]
+    const float* ln_2_b = nullptr;  // [C]
+    kernels::WeightView fc;         // [F, C]
+    const float* fc_b = nullptr;    // [F]
+    kernels::WeightView fc2;        // [C, F]
+    const float* fc2_b = nullptr;   // [C]
+};
+
+struct ModelWeights {
+    kernels::WeightView wte;          // [V, C]
+    kernels::WeightView wpe;          // [S, C]
+    std::vector<LayerWeights> layers; // [L]
+    const float* ln_f_w = nullptr;    // [C]
+    const float* ln_f_b = nullptr;    // [C]
+    kernels::WeightView lm_head;      // [V, C] (wte when tied)
+    const float* lm_head_b = nullptr; // [V]
+};
+
+struct TensorInfo {
+    std::string name;
+    std::vector<uint32_t> shape;
+    std::string dtype;  // "f32" | "f16" | "int8"
+    uint32_t group_size = 0;
+    uint64_t bytes = 0;  // data + scales
+};
+
+class Model {
+public:
+    // Maps and verifies `path`. With require_checksum false a checksum mismatch is recorded
+    // (checksum_ok() == false) instead of thrown: `ember info` reports it; nothing runs such
+    // a model. Throws ember::Error.
+    static std::unique_ptr<Model> open(const std::string& path, bool require_checksum = true);
+    ~Model();
+    Model(const Model&) = delete;
+    Model& operator=(const Model&) = delete;
+
+    const ModelConfig& config() const { return config_; }
+    const ModelWeights& weights() const { return weights_; }
+    // Char tokenizer: code point of each id, ascending.
+    const std::vector<uint32_t>& code_points() const { return code_points_; }
+    const std::vector<TensorInfo>& tensors() const { return tensors_; }
+    const std::string& path() const { return path_; }
+    size_t file_bytes() const { return size_; }
+    size_t weight_bytes() const;
+    bool checksum_ok() const { return checksum_ok_; }
+    uint64_t checksum() const { return checksum_; }
+    std::string provenance() const;  // one line: source file, SHA-256, converter
+
+private:
+    Model() = default;
+    void verify_and_view(bool require_checksum);
+
+    std::string path_;
+    const uint8_t* base_ = nullptr;
+    size_t size_ = 0;
+    ModelConfig config_;
+    ModelWeights weights_;
+    std::vector<uint32_t> code_points_;
+    std::vector<TensorInfo> tensors_;
+    bool checksum_ok_ = false;
+    uint64_t checksum_ = 0;
+};
+
+// Canonical tensor names of layer i, e.g. layer_tensor_name(3, "qkv.weight") == "h.3.qkv.weight".
+std::string layer_tensor_name(int layer, const char* suffix);
+
+}  // namespace ember

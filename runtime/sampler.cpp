@@ -1,0 +1,71 @@
+#include "runtime/sampler.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "runtime/error.h"
+
+namespace ember {
+
+void SamplerOptions::validate() const {
+    if (!(temperature >= 0.0f) || !std::isfinite(temperature)) fail("temperature ", temperature, " must be a finite number >= 0");
+    if (top_k < 0) fail("top-k ", top_k, " must be >= 0 (0 = off)");
+    if (!(top_p > 0.0f && top_p <= 1.0f)) fail("top-p ", top_p, " must be in (0, 1]");
+}
+
+Sampler::Sampler(const SamplerOptions& opts, int vocab_size, float* scratch_probs, int* scratch_ids)
+    : opts_(opts), V_(vocab_size), probs_(scratch_probs), ids_(scratch_ids), rng_(opts.seed) {
+    opts_.validate();
+}
+
+int Sampler::sample(const float* logits) {
+    const int V = V_;
+    if (opts_.temperature == 0.0f) {
+        return static_cast<int>(std::max_element(logits, logits + V) - logits);
+    }
+    // Candidates: all ids, or those whose logit is >= the k-th largest.
+    int n = V;
+    for (int i = 0; i < V; ++i) ids_[i] = i;
+    if (opts_.top_k > 0 && opts_.top_k < V) {
+        for (int i = 0; i < V; ++i) probs_[i] = logits[i];
+        std::nth_element(probs_, probs_ + (opts_.top_k - 1), probs_ + V, std::greater<float>());
+        const float kth = probs_[opts_.top_k - 1];
+        n = 0;
+        for (int i = 0; i < V; ++i) {
+            if (logits[i] >= kth) ids_[n++] = i;
+        }
+    }
+    // Softmax over the candidates at the temperature.
+    float mx = -INFINITY;
+    for (int j = 0; j < n; ++j) mx = std::max(mx, logits[ids_[j]]);
+    double sum = 0.0;
+    for (int j = 0; j < n; ++j) {
+        probs_[j] = std::exp((logits[ids_[j]] - mx) / opts_.temperature);
+        sum += probs_[j];
+    }
+    if (opts_.top_p < 1.0f) {
+        // Most probable first (probability is monotonic in the logit; ties by id).
+        std::sort(ids_, ids_ + n, [&](int a, int b) { return logits[a] != logits[b] ? logits[a] > logits[b] : a < b; });
+        double cum = 0.0;
+        int keep = 0;
+        for (int j = 0; j < n; ++j) {
+            probs_[j] = std::exp((logits[ids_[j]] - mx) / opts_.temperature);
+            cum += probs_[j] / sum;
+            keep = j + 1;
+            if (cum >= opts_.top_p) break;
+        }
+        n = keep;
+        sum = 0.0;
+        for (int j = 0; j < n; ++j) sum += probs_[j];
+    }
+    // One draw: u in [0, 1) from the top 53 bits.
+    const double u = static_cast<double>(rng_() >> 11) * (1.0 / 9007199254740992.0);
+    double target = u * sum;
+    for (int j = 0; j < n; ++j) {
+        target -= probs_[j];
+        if (target < 0.0) return ids_[j];
+    }
+    return ids_[n - 1];
+}
+
+}  // namespace ember

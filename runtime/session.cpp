@@ -1,0 +1,239 @@
+#include "runtime/session.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+
+#include "kernels/cpu/activation.h"
+#include "kernels/cpu/attention.h"
+#include "kernels/cpu/layernorm.h"
+#include "runtime/error.h"
+
+namespace ember {
+
+ContextPolicy parse_context_policy(const std::string& s) {
+    if (s == "exact") return ContextPolicy::Exact;
+    if (s == "shift") return ContextPolicy::Shift;
+    if (s == "ring") return ContextPolicy::Ring;
+    fail("context policy '", s, "' is unknown (exact, shift or ring)");
+}
+
+const char* context_policy_name(ContextPolicy p) {
+    return p == ContextPolicy::Exact ? "exact" : p == ContextPolicy::Shift ? "shift" : "ring";
+}
+
+namespace {
+
+size_t align_up(size_t n) { return (n + kDataAlignment - 1) / kDataAlignment * kDataAlignment; }
+
+int max_groups(const kernels::WeightView& w, int cur) {
+    return w.type == kernels::WType::I8 ? std::max(cur, w.groups_per_row()) : cur;
+}
+
+}  // namespace
+
+MemoryPlan plan_memory(const Model& model, int threads, bool all_logits) {
+    const ModelConfig& c = model.config();
+    const size_t S = c.block_size, C = c.n_embd, F = c.ffn_hidden, V = c.vocab_size, L = c.n_layer;
+    MemoryPlan p;
+    p.threads = threads;
+    p.logit_rows = all_logits ? c.block_size : 1;
+    int groups = 1;
+    const ModelWeights& w = model.weights();
+    for (const auto& l : w.layers) {
+        for (const auto* v : {&l.qkv, &l.proj, &l.fc, &l.fc2}) groups = max_groups(*v, groups);
+    }
+    groups = max_groups(w.lm_head, groups);
+    size_t off = 0;
+    auto take = [&](size_t bytes) {
+        const size_t at = off;
+        off += align_up(bytes);
+        return at;
+    };
+    const size_t f4 = sizeof(float);
+    p.x = take(S * C * f4);
+    p.xn = take(S * C * f4);
+    p.qkv = take(S * 3 * C * f4);
+    p.att = take(S * C * f4);
+    p.tmp = take(S * C * f4);
+    p.hidden = take(S * F * f4);
+    p.logits = take(static_cast<size_t>(p.logit_rows) * V * f4);
+    p.k_cache = take(L * S * C * f4);
+    p.v_cache = take(L * S * C * f4);
+    p.scores = take(static_cast<size_t>(threads) * S * f4);
+    p.xq = take(S * std::max(C, F));
+    p.xs = take(S * static_cast<size_t>(groups) * f4);
+    p.history = take(S * sizeof(int));
+    p.window = take(S * sizeof(int));
+    p.sampler_probs = take(V * f4);
+    p.sampler_ids = take(V * sizeof(int));
+    p.total = off;
+    return p;
+}
+
+Session::Session(const Model& model, const SessionOptions& opts)
+    : model_(model),
+      opts_(opts),
+      pool_(opts.threads > 0 ? opts.threads : kernels::ThreadPool::default_threads()) {
+    plan_ = plan_memory(model, pool_.size(), opts.all_logits);
+    arena_ = static_cast<uint8_t*>(std::aligned_alloc(kDataAlignment, plan_.total));
+    if (!arena_) fail("cannot allocate the ", plan_.total, "-byte arena for ", model.path());
+    std::memset(arena_, 0, plan_.total);
+}
+
+Session::~Session() { std::free(arena_); }
+
+void Session::reset() {
+    n_seen_ = 0;
+    n_cached_ = 0;
+    last_logits_row_ = 0;
+}
+
+float* Session::sampler_probs() const { return buf<float>(plan_.sampler_probs); }
+int* Session::sampler_ids() const { return buf<int>(plan_.sampler_ids); }
+
+const float* Session::logits() const {
+    return buf<float>(plan_.logits) + static_cast<size_t>(last_logits_row_) * model_.config().vocab_size;
+}
+
+void Session::forward(const int* ids, int T, int pos0, int row0, int n_keys0, bool all_rows) {
+    const ModelConfig& c = model_.config();
+    const ModelWeights& w = model_.weights();
+    const int C = c.n_embd, F = c.ffn_hidden, S = c.block_size;
+    float* x = buf<float>(plan_.x);
+    float* xn = buf<float>(plan_.xn);
+    float* qkv = buf<float>(plan_.qkv);
+    float* att = buf<float>(plan_.att);
+    float* tmp = buf<float>(plan_.tmp);
+    float* hidden = buf<float>(plan_.hidden);
+    const kernels::LinearScratch scratch{buf<int8_t>(plan_.xq), buf<float>(plan_.xs)};
+
+    // x = wte[ids] + wpe[positions]
+    for (int t = 0; t < T; ++t) {
+        float* xt = x + static_cast<size_t>(t) * C;
+        kernels::dequantize_row(w.wte, ids[t], xt);
+        kernels::dequantize_row(w.wpe, pos0 + t, tmp);
+        for (int i = 0; i < C; ++i) xt[i] += tmp[i];
+    }
+    auto add = [&](float* dst, const float* src, size_t n) {
+        for (size_t i = 0; i < n; ++i) dst[i] += src[i];
+    };
+    const size_t TC = static_cast<size_t>(T) * C;
+    for (int l = 0; l < c.n_layer; ++l) {
+        const LayerWeights& L = w.layers[l];
+        float* kc = buf<float>(plan_.k_cache) + static_cast<size_t>(l) * S * C;
+        float* vc = buf<float>(plan_.v_cache) + static_cast<size_t>(l) * S * C;
+        kernels::layernorm(x, T, C, L.ln_1_w, L.ln_1_b, c.ln_eps, xn);
+        kernels::linear(xn, T, L.qkv, L.qkv_b, qkv, scratch, pool_);
+        for (int t = 0; t < T; ++t) {
+            const float* row = qkv + static_cast<size_t>(t) * 3 * C;
+            std::memcpy(kc + static_cast<size_t>(row0 + t) * C, row + C, C * sizeof(float));
+            std::memcpy(vc + static_cast<size_t>(row0 + t) * C, row + 2 * C, C * sizeof(float));
+        }
+        kernels::AttentionShape as;
+        as.T = T;
+        as.n_head = c.n_head;
+        as.head_size = c.head_size();
+        as.n_keys0 = n_keys0;
+        as.ldq = 3 * C;
+        as.scale = c.attn_scale;
+        kernels::attention(qkv, kc, vc, as, att, buf<float>(plan_.scores), S, pool_);
+        kernels::linear(att, T, L.proj, L.proj_b, tmp, scratch, pool_);
+        add(x, tmp, TC);
+        kernels::layernorm(x, T, C, L.ln_2_w, L.ln_2_b, c.ln_eps, xn);
+        kernels::linear(xn, T, L.fc, L.fc_b, hidden, scratch, pool_);
+        kernels::activation(c.activation, hidden, static_cast<size_t>(T) * F);
+        kernels::linear(hidden, T, L.fc2, L.fc2_b, tmp, scratch, pool_);
+        add(x, tmp, TC);
+    }
+    float* logits = buf<float>(plan_.logits);
+    if (all_rows) {
+        kernels::layernorm(x, T, C, w.ln_f_w, w.ln_f_b, c.ln_eps, xn);
+        kernels::linear(xn, T, w.lm_head, w.lm_head_b, logits, scratch, pool_);
+        last_logits_row_ = T - 1;
+    } else {
+        kernels::layernorm(x + static_cast<size_t>(T - 1) * C, 1, C, w.ln_f_w, w.ln_f_b, c.ln_eps, xn);
+        kernels::linear(xn, 1, w.lm_head, w.lm_head_b, logits, scratch, pool_);
+        last_logits_row_ = 0;
+    }
+}
+
+void Session::push_history(const int* ids, int n) {
+    const int S = model_.config().block_size;
+    int* hist = buf<int>(plan_.history);
+    for (int i = 0; i < n; ++i) hist[(n_seen_ + i) % S] = ids[i];
+    n_seen_ += n;
+}
+
+void Session::recompute_window(int n_tokens) {
+    const int S = model_.config().block_size;
+    const int* hist = buf<int>(plan_.history);
+    int* window = buf<int>(plan_.window);
+    const int64_t first = n_seen_ - n_tokens;
+    for (int i = 0; i < n_tokens; ++i) window[i] = hist[(first + i) % S];
+    if (n_tokens > 0) forward(window, n_tokens, 0, 0, 1, false);
+    n_cached_ = n_tokens;
+}
+
+void Session::append(const int* ids, int n) {
+    const ModelConfig& c = model_.config();
+    const int S = c.block_size;
+    for (int i = 0; i < n; ++i) {
+        if (ids[i] < 0 || ids[i] >= c.vocab_size) fail("token id ", ids[i], " at position ", i, " is outside the vocabulary [0, ", c.vocab_size, ")");
+    }
+    int i = 0;
+    while (i < n) {
+        const int left = n - i;
+        switch (opts_.policy) {
+        case ContextPolicy::Exact:
+            if (n_seen_ + left <= S) {
+                const int at = static_cast<int>(n_seen_);
+                push_history(ids + i, left);
+                forward(ids + i, left, at, at, at + 1, false);
+                n_cached_ = at + left;
+            } else {  // the window slides: recompute the last S tokens at positions 0..S-1
+                push_history(ids + i, left);
+                recompute_window(S);
+            }
+            i = n;
+            break;
+        case ContextPolicy::Shift: {
+            if (n_cached_ == S) recompute_window(S / 2);
+            const int chunk = std::min(left, S - n_cached_);
+            push_history(ids + i, chunk);
+            forward(ids + i, chunk, n_cached_, n_cached_, n_cached_ + 1, false);
+            n_cached_ += chunk;
+            i += chunk;
+            break;
+        }
+        case ContextPolicy::Ring:
+            if (n_seen_ < S) {
+                const int at = static_cast<int>(n_seen_);
+                const int chunk = std::min(left, S - at);
+                push_history(ids + i, chunk);
+                forward(ids + i, chunk, at, at, at + 1, false);
+                i += chunk;
+            } else {  // overwrite the oldest slot; the newest token sits at position S-1
+                const int slot = static_cast<int>(n_seen_ % S);
+                push_history(ids + i, 1);
+                forward(ids + i, 1, S - 1, slot, S, false);
+                i += 1;
+            }
+            break;
+        }
+    }
+}
+
+const float* Session::forward_window(const int* ids, int T) {
+    const ModelConfig& c = model_.config();
+    if (!opts_.all_logits) fail("forward_window needs a session planned with all_logits");
+    if (T < 1 || T > c.block_size) fail("window of ", T, " tokens is outside [1, block_size = ", c.block_size, "]");
+    for (int i = 0; i < T; ++i) {
+        if (ids[i] < 0 || ids[i] >= c.vocab_size) fail("token id ", ids[i], " at position ", i, " is outside the vocabulary [0, ", c.vocab_size, ")");
+    }
+    reset();
+    forward(ids, T, 0, 0, 1, true);
+    return buf<float>(plan_.logits);
+}
+
+}  // namespace ember

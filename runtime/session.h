@@ -1,0 +1,98 @@
+// A generation session on the CPU backend: one memory plan sized at construction, a KV ring
+// of block_size slots per layer, and the three context policies of the design:
+//   exact (default): the window is the last block_size tokens at positions 0..S-1, what
+//          gpt.py's generate computes; once the sequence outgrows S, each step recomputes
+//          the window as a prefill (learned positions make cached K/V stale when it slides).
+//   shift: when full, keep the newest S/2 tokens, recompute them at positions 0..S/2-1,
+//          go on appending.
+//   ring:  overwrite the oldest slot and keep stale K/V; every token after the wrap takes
+//          position S-1; O(1) per token, approximate.
+// After construction nothing is allocated: append() and forward_window() run in the arena.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "kernels/cpu/linear.h"
+#include "kernels/cpu/thread_pool.h"
+#include "runtime/model.h"
+
+namespace ember {
+
+enum class ContextPolicy { Exact, Shift, Ring };
+ContextPolicy parse_context_policy(const std::string& s);  // throws ember::Error
+const char* context_policy_name(ContextPolicy p);
+
+struct SessionOptions {
+    int threads = 0;                  // 0 = all cores
+    ContextPolicy policy = ContextPolicy::Exact;
+    bool all_logits = false;          // plan [S, V] logits for forward_window (eval)
+};
+
+// Byte offsets of every buffer in the one arena (64-byte aligned), and its total size.
+struct MemoryPlan {
+    size_t x = 0, xn = 0, qkv = 0, att = 0, tmp = 0, hidden = 0;  // activations, rows of S
+    size_t logits = 0;         // [logit_rows, V]
+    size_t k_cache = 0, v_cache = 0;  // [L, S, C] each
+    size_t scores = 0;         // [threads, S]
+    size_t xq = 0, xs = 0;     // int8 activations [S, max(C, F)] and their scales
+    size_t history = 0;        // [S] token ids: token k at k mod S
+    size_t window = 0;         // [S] token ids of a recomputed window, oldest first
+    size_t sampler_probs = 0;  // [V]
+    size_t sampler_ids = 0;    // [V]
+    size_t total = 0;
+    int logit_rows = 1;
+    int threads = 1;
+};
+
+// Plans the arena for `model` with `threads` threads. Pure arithmetic on the configuration.
+MemoryPlan plan_memory(const Model& model, int threads, bool all_logits);
+
+class Session {
+public:
+    // Plans and allocates the arena, starts the thread pool. Throws ember::Error.
+    Session(const Model& model, const SessionOptions& opts);
+    ~Session();
+    Session(const Session&) = delete;
+    Session& operator=(const Session&) = delete;
+
+    // Forgets the sequence.
+    void reset();
+
+    // Appends ids [n] to the sequence under the context policy; afterwards logits() holds the
+    // next-token logits [V] after the last id. Ids must be in [0, V) (else ember::Error).
+    void append(const int* ids, int n);
+    const float* logits() const;
+
+    // Eval: runs ids [T] (1 <= T <= S) from an empty cache at positions 0..T-1 and returns
+    // logits [T, V] for every position. Needs SessionOptions::all_logits. Resets the sequence.
+    const float* forward_window(const int* ids, int T);
+
+    int64_t tokens_seen() const { return n_seen_; }
+    const MemoryPlan& plan() const { return plan_; }
+    int threads() const { return pool_.size(); }
+    float* sampler_probs() const;  // [V] scratch for a Sampler
+    int* sampler_ids() const;      // [V]
+
+private:
+    // Runs ids [T] at positions pos0.., writing K/V to cache rows row0..row0+T-1; query t
+    // sees rows [0, n_keys0 + t). Logits for the last row, or all rows.
+    void forward(const int* ids, int T, int pos0, int row0, int n_keys0, bool all_rows);
+    void push_history(const int* ids, int n);
+    void recompute_window(int n_tokens);  // the newest n_tokens of history at positions 0..
+    template <typename T>
+    T* buf(size_t off) const { return reinterpret_cast<T*>(arena_ + off); }
+
+    const Model& model_;
+    SessionOptions opts_;
+    MemoryPlan plan_;
+    kernels::ThreadPool pool_;
+    uint8_t* arena_ = nullptr;
+    int64_t n_seen_ = 0;     // tokens appended since reset
+    int n_cached_ = 0;       // valid KV rows (exact, shift)
+    int last_logits_row_ = 0;
+};
+
+}  // namespace ember

@@ -1,0 +1,88 @@
+#include "runtime/utf8.h"
+
+#include <cstdio>
+
+#include "runtime/error.h"
+
+namespace ember {
+
+bool utf8_next(std::string_view s, size_t& pos, uint32_t& cp) {
+    if (pos >= s.size()) return false;
+    const auto b = [&](size_t i) { return static_cast<uint8_t>(s[pos + i]); };
+    const uint8_t c0 = b(0);
+    int len;
+    uint32_t v;
+    if (c0 < 0x80) {
+        cp = c0;
+        pos += 1;
+        return true;
+    } else if (c0 >= 0xC2 && c0 <= 0xDF) {
+        len = 2;
+        v = c0 & 0x1F;
+    } else if (c0 >= 0xE0 && c0 <= 0xEF) {
+        len = 3;
+        v = c0 & 0x0F;
+    } else if (c0 >= 0xF0 && c0 <= 0xF4) {
+        len = 4;
+        v = c0 & 0x07;
+    } else {
+        return false;
+    }
+    if (s.size() - pos < static_cast<size_t>(len)) return false;
+    for (int i = 1; i < len; ++i) {
+        if ((b(i) & 0xC0) != 0x80) return false;
+        v = (v << 6) | (b(i) & 0x3F);
+    }
+    if ((len == 3 && v < 0x800) || (len == 4 && (v < 0x10000 || v > 0x10FFFF)) || (v >= 0xD800 && v <= 0xDFFF)) {
+        return false;
+    }
+    cp = v;
+    pos += len;
+    return true;
+}
+
+std::vector<uint32_t> utf8_decode(std::string_view s, const std::string& what) {
+    std::vector<uint32_t> out;
+    out.reserve(s.size());
+    size_t pos = 0;
+    while (pos < s.size()) {
+        uint32_t cp = 0;
+        if (!utf8_next(s, pos, cp)) fail(what, ": invalid UTF-8 at byte ", pos);
+        out.push_back(cp);
+    }
+    return out;
+}
+
+int utf8_encode(uint32_t cp, char out[4]) {
+    if (cp < 0x80) {
+        out[0] = static_cast<char>(cp);
+        return 1;
+    }
+    if (cp < 0x800) {
+        out[0] = static_cast<char>(0xC0 | (cp >> 6));
+        out[1] = static_cast<char>(0x80 | (cp & 0x3F));
+        return 2;
+    }
+    if (cp < 0x10000) {
+        out[0] = static_cast<char>(0xE0 | (cp >> 12));
+        out[1] = static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+        out[2] = static_cast<char>(0x80 | (cp & 0x3F));
+        return 3;
+    }
+    out[0] = static_cast<char>(0xF0 | (cp >> 18));
+    out[1] = static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
+    out[2] = static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+    out[3] = static_cast<char>(0x80 | (cp & 0x3F));
+    return 4;
+}
+
+std::string describe_code_point(uint32_t cp) {
+    char hex[16];
+    std::snprintf(hex, sizeof hex, "U+%04X", cp);
+    if (cp < 0x20 || cp == 0x7F) return hex;
+    char buf[4];
+    const int n = utf8_encode(cp, buf);
+    return "'" + std::string(buf, n) + "' (" + hex + ")";
+}
+
+}  // namespace ember

@@ -1,0 +1,27 @@
+// UTF-8 (RFC 3629) decoding and encoding of Unicode scalar values. Decoding is strict:
+// overlong forms, surrogates, values past U+10FFFF and truncated sequences are errors.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace ember {
+
+// Decodes one code point at s[pos]; advances pos. Returns false (pos unchanged) when the
+// bytes there are not valid UTF-8.
+bool utf8_next(std::string_view s, size_t& pos, uint32_t& cp);
+
+// Decodes all of s. Throws ember::Error naming `what` and the byte offset of the first
+// invalid sequence.
+std::vector<uint32_t> utf8_decode(std::string_view s, const std::string& what);
+
+// Encodes cp (a scalar value) into out[0..n), n in 1..4; returns n.
+int utf8_encode(uint32_t cp, char out[4]);
+
+// "'a' (U+0061)", or "U+000A" alone for control characters.
+std::string describe_code_point(uint32_t cp);
+
+}  // namespace ember
