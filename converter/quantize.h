@@ -5,6 +5,7 @@
 //   f16:  IEEE binary16, round to nearest even (torch.Tensor.half()).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 

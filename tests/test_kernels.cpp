@@ -1,0 +1,199 @@
+// Each CPU kernel against its plain reference on random data, with stated tolerances.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "converter/quantize.h"
+#include "kernels/cpu/activation.h"
+#include "kernels/cpu/attention.h"
+#include "kernels/cpu/half.h"
+#include "kernels/cpu/layernorm.h"
+#include "kernels/cpu/linear.h"
+#include "runtime/error.h"
+
+using namespace ember;
+using namespace ember::kernels;
+
+namespace {
+
+std::vector<float> randn(size_t n, uint32_t seed, float scale = 1.0f) {
+    std::mt19937 g(seed);
+    std::normal_distribution<float> d(0.0f, scale);
+    std::vector<float> v(n);
+    for (auto& x : v) x = d(g);
+    return v;
+}
+
+// max |a - b| / max(1, max |b|)
+double max_rel(const std::vector<float>& a, const std::vector<float>& b) {
+    double err = 0.0, mag = 1.0;
+    for (size_t i = 0; i < a.size(); ++i) {
+        err = std::max(err, std::fabs(static_cast<double>(a[i]) - b[i]));
+        mag = std::max(mag, std::fabs(static_cast<double>(b[i])));
+    }
+    return err / mag;
+}
+
+// Normalized mean squared error, as ggml's test-backend-ops reports it.
+double nmse(const std::vector<float>& a, const std::vector<float>& ref) {
+    double num = 0.0, den = 0.0;
+    for (size_t i = 0; i < a.size(); ++i) {
+        num += (static_cast<double>(a[i]) - ref[i]) * (static_cast<double>(a[i]) - ref[i]);
+        den += static_cast<double>(ref[i]) * ref[i];
+    }
+    return num / den;
+}
+
+}  // namespace
+
+TEST_CASE("half conversion round-trips every binary16 value and rounds to nearest even") {
+    for (uint32_t h = 0; h < 65536; ++h) {
+        const float f = half_to_float(static_cast<uint16_t>(h));
+        if (std::isnan(f)) continue;
+        REQUIRE(float_to_half(f) == h);
+    }
+    CHECK(float_to_half(1.0f + 1.0f / 2048) == float_to_half(1.0f));  // tie -> even
+    CHECK(float_to_half(65520.0f) == 0x7c00);                          // rounds past 65504 -> inf
+    CHECK(half_to_float(float_to_half(5.9604645e-08f)) == doctest::Approx(5.9604645e-08f));  // smallest subnormal
+}
+
+TEST_CASE("linear matches its reference for f32, f16 and int8 weights") {
+    ThreadPool pool(2);
+    for (int T : {1, 3, 17}) {
+        for (int K : {64, 100, 384}) {
+            for (int group : {0, 32, 64, 48}) {
+                const int N = 37;
+                auto x = randn(static_cast<size_t>(T) * K, 1 + T + K);
+                auto w = randn(static_cast<size_t>(N) * K, 2 + K, 0.05f);
+                auto bias = randn(N, 3);
+                std::vector<int8_t> xq(linear_scratch_xq_bytes(T, K));
+                std::vector<float> xs(linear_scratch_xs_bytes(T, K, group == 0 ? K : group) / sizeof(float));
+                const LinearScratch scratch{xq.data(), xs.data()};
+                std::vector<float> y(static_cast<size_t>(T) * N), ref(y.size());
+
+                WeightView v;
+                v.rows = N;
+                v.cols = K;
+                v.type = WType::F32;
+                v.data = w.data();
+                linear(x.data(), T, v, bias.data(), y.data(), scratch, pool);
+                linear_ref(x.data(), T, v, bias.data(), ref.data());
+                CHECK(max_rel(y, ref) < 1e-5);
+
+                auto h = convert::to_f16(w.data(), w.size());
+                v.type = WType::F16;
+                v.data = h.data();
+                linear(x.data(), T, v, nullptr, y.data(), scratch, pool);
+                linear_ref(x.data(), T, v, nullptr, ref.data());
+                CHECK(max_rel(y, ref) < 1e-5);
+
+                // int8: the reference uses the dequantized weights and unquantized x, so the
+                // difference is the 8-bit activation rounding: NMSE below 1e-4.
+                auto q = convert::quantize_int8(w.data(), N, K, group);
+                v.type = WType::I8;
+                v.data = q.q.data();
+                v.scales = q.scales.data();
+                v.group_size = q.group_size;
+                linear(x.data(), T, v, bias.data(), y.data(), scratch, pool);
+                linear_ref(x.data(), T, v, bias.data(), ref.data());
+                CHECK(nmse(y, ref) < 1e-4);
+            }
+        }
+    }
+}
+
+TEST_CASE("int8 quantizer: all-zero groups, short last group, exact on representable values") {
+    // Row of 10 with groups of 4: [0,0,0,0 | 127,-64,1,0 | 2,-2]
+    std::vector<float> w = {0, 0, 0, 0, 127, -64, 1, 0, 2, -2};
+    auto q = convert::quantize_int8(w.data(), 1, 10, 4);
+    REQUIRE(q.scales.size() == 3);
+    CHECK(q.scales[0] == 0.0f);
+    CHECK(q.scales[1] == doctest::Approx(1.0f));
+    CHECK(q.scales[2] == doctest::Approx(2.0f / 127));
+    for (int i = 0; i < 4; ++i) CHECK(q.q[i] == 0);
+    CHECK(q.q[4] == 127);
+    CHECK(q.q[5] == -64);
+    CHECK(q.q[8] == 127);
+    CHECK(q.q[9] == -127);
+    // group 0 and a group larger than the row both mean one group per row
+    CHECK(convert::quantize_int8(w.data(), 2, 5, 0).group_size == 5);
+    CHECK(convert::quantize_int8(w.data(), 2, 5, 64).group_size == 5);
+    std::vector<float> bad = {1.0f, NAN};
+    CHECK_THROWS_AS(convert::quantize_int8(bad.data(), 1, 2, 0), Error);
+}
+
+TEST_CASE("layernorm matches its reference, with and without bias, and on +-300 rows") {
+    const int T = 5, C = 96;
+    auto x = randn(T * C, 11, 3.0f);
+    auto w = randn(C, 12);
+    auto b = randn(C, 13);
+    std::vector<float> y(T * C), ref(T * C);
+    layernorm(x.data(), T, C, w.data(), b.data(), 1e-5f, y.data());
+    layernorm_ref(x.data(), T, C, w.data(), b.data(), 1e-5f, ref.data());
+    CHECK(max_rel(y, ref) < 1e-5);
+    layernorm(x.data(), T, C, w.data(), nullptr, 1e-5f, y.data());
+    layernorm_ref(x.data(), T, C, w.data(), nullptr, 1e-5f, ref.data());
+    CHECK(max_rel(y, ref) < 1e-5);
+    // Large equal magnitudes: a one-pass variance would cancel; outputs are +1/-1.
+    std::vector<float> alt(C), ones(C, 1.0f), out(C);
+    for (int c = 0; c < C; ++c) alt[c] = c % 2 ? -300.0f : 300.0f;
+    layernorm(alt.data(), 1, C, ones.data(), nullptr, 1e-5f, out.data());
+    for (int c = 0; c < C; ++c) CHECK(out[c] == doctest::Approx(c % 2 ? -1.0 : 1.0).epsilon(1e-6));
+}
+
+TEST_CASE("activations match their double references") {
+    auto x = randn(1000, 21, 3.0f);
+    for (auto kind : {ActivationKind::ReLU, ActivationKind::GeluErf, ActivationKind::GeluTanh}) {
+        auto a = x, r = x;
+        activation(kind, a.data(), a.size());
+        activation_ref(kind, r.data(), r.size());
+        CHECK(max_rel(a, r) < 1e-6);
+    }
+    // Values from PyTorch: F.gelu(torch.tensor([1.0, -0.5])) and approximate='tanh'.
+    float v[2] = {1.0f, -0.5f};
+    activation(ActivationKind::GeluErf, v, 2);
+    CHECK(v[0] == doctest::Approx(0.8413447).epsilon(1e-6));
+    CHECK(v[1] == doctest::Approx(-0.1542687).epsilon(1e-6));
+    float u[1] = {1.0f};
+    activation(ActivationKind::GeluTanh, u, 1);
+    CHECK(u[0] == doctest::Approx(0.8411920).epsilon(1e-6));
+}
+
+TEST_CASE("attention matches its reference for prefill spans and ring decode") {
+    ThreadPool pool(2);
+    const int H = 4, hs = 16, C = H * hs, S = 24;
+    auto k = randn(S * C, 31);
+    auto v = randn(S * C, 32);
+    std::vector<float> scores(2 * S);
+    struct Case {
+        int T, n_keys0;
+    };
+    for (Case cs : {Case{8, 1}, Case{1, 9}, Case{5, 20}, Case{1, S}}) {
+        auto q = randn(static_cast<size_t>(cs.T) * 3 * C, 33 + cs.T);
+        AttentionShape s;
+        s.T = cs.T;
+        s.n_head = H;
+        s.head_size = hs;
+        s.n_keys0 = cs.n_keys0;
+        s.ldq = 3 * C;
+        s.scale = 1.0f / std::sqrt(static_cast<float>(hs));
+        std::vector<float> out(static_cast<size_t>(cs.T) * C), ref(out.size());
+        attention(q.data(), k.data(), v.data(), s, out.data(), scores.data(), S, pool);
+        attention_ref(q.data(), k.data(), v.data(), s, ref.data());
+        CHECK(max_rel(out, ref) < 1e-5);
+    }
+    // A query with no visible key gives 0, not NaN.
+    AttentionShape s;
+    s.T = 1;
+    s.n_head = H;
+    s.head_size = hs;
+    s.n_keys0 = 0;
+    s.ldq = C;
+    s.scale = 1.0f;
+    auto q = randn(C, 40);
+    std::vector<float> out(C, 7.0f);
+    attention(q.data(), k.data(), v.data(), s, out.data(), scores.data(), S, pool);
+    for (float o : out) CHECK(o == 0.0f);
+}
