@@ -1,0 +1,311 @@
+// Reading torch.save zip checkpoints, safetensors files and nanoGPT's meta.pkl.
+#include "converter/checkpoint.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "converter/safetensors.h"
+#include "converter/source_values.h"
+#include "converter/text_util.h"
+#include "converter/unpickler.h"
+#include "converter/zip_archive.h"
+#include "runtime/error.h"
+
+namespace ember::convert {
+
+namespace {
+
+using pickle::Kind;
+using pickle::Value;
+
+constexpr uint64_t kMaxPickleBytes = uint64_t{256} << 20;
+constexpr uint64_t kMaxStorageBytes = uint64_t{16} << 30;
+constexpr uint64_t kMaxMetaBytes = uint64_t{64} << 20;
+constexpr int kMaxJsonDepth = 32;
+constexpr uint64_t kCap = uint64_t{1} << 62;  // saturation point for element counts
+
+// "U+0041".
+std::string code_point_name(uint32_t cp) {
+    char buf[16];
+    std::snprintf(buf, sizeof buf, "U+%04X", static_cast<unsigned>(cp));
+    return buf;
+}
+
+// Reads up to `n` bytes from the start of `path` (fewer when the file is shorter).
+std::vector<uint8_t> read_head(const std::string& path, size_t n) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) fail(path, ": cannot open (", std::strerror(errno), ")");
+    std::vector<uint8_t> head(n);
+    in.read(reinterpret_cast<char*>(head.data()), static_cast<std::streamsize>(n));
+    head.resize(static_cast<size_t>(in.gcount()));
+    return head;
+}
+
+// The storages of one archive, each read once (tied tensors share one).
+class StorageCache {
+public:
+    StorageCache(const ZipArchive& zip, std::string prefix) : zip_(zip), prefix_(std::move(prefix)) {}
+
+    const std::vector<uint8_t>& get(const std::string& key, const std::string& tensor) {
+        auto it = cache_.find(key);
+        if (it != cache_.end()) return it->second;
+        const std::string entry = prefix_ + "data/" + key;
+        if (!zip_.entry_size(entry)) {
+            fail(zip_.path(), ": tensor '", printable(tensor), "': storage entry '", printable(entry),
+                 "' is missing from the archive");
+        }
+        return cache_.emplace(key, zip_.read(entry, kMaxStorageBytes)).first->second;
+    }
+
+    std::string entry_name(const std::string& key) const { return prefix_ + "data/" + key; }
+
+private:
+    const ZipArchive& zip_;
+    std::string prefix_;
+    std::map<std::string, std::vector<uint8_t>> cache_;
+};
+
+// A rebuilt tensor as contiguous f32, its storage offset and strides honoured.
+SourceTensor materialize(const std::string& path, const std::string& name, const Value& t, StorageCache& storages) {
+    const Value& storage = *t.storage;
+    const std::string where = "tensor '" + printable(name) + "'";
+    SourceTensor out;
+    if (storage.text == "FloatStorage") out.dtype = SourceDType::F32;
+    else if (storage.text == "HalfStorage") out.dtype = SourceDType::F16;
+    else if (storage.text == "BFloat16Storage") out.dtype = SourceDType::BF16;
+    else fail(path, ": ", where, " is a ", storage.text, "; model tensors must be float32, float16 or bfloat16");
+    out.storage_key = storage.key;
+    out.shape = t.shape;
+
+    const std::vector<uint8_t>& bytes = storages.get(storage.key, name);
+    const uint64_t elem = source_dtype_size(out.dtype);
+    const uint64_t available = bytes.size() / elem;  // elements in the storage entry
+
+    // numel and the last element the view touches, in saturating arithmetic (a hostile
+    // shape cannot overflow; anything near the cap fails the checks below).
+    auto mul = [](uint64_t a, uint64_t b) { return (a != 0 && b > kCap / a) ? kCap : std::min(a * b, kCap); };
+    auto add = [](uint64_t a, uint64_t b) { return std::min(a + b, kCap); };  // a, b <= kCap
+    uint64_t numel = 1;
+    uint64_t last = std::min(static_cast<uint64_t>(t.storage_offset), kCap);
+    for (size_t d = 0; d < t.shape.size(); ++d) {
+        const auto size = static_cast<uint64_t>(t.shape[d]);
+        numel = mul(numel, size);
+        if (size > 0) last = add(last, mul(size - 1, static_cast<uint64_t>(t.stride[d])));
+    }
+    if (numel > 0 && last >= available) {
+        fail(path, ": ", where, " needs ", mul(add(last, 1), elem), " bytes of storage '",
+             storages.entry_name(storage.key), "' but it holds ", bytes.size());
+    }
+    if (numel > available) {
+        fail(path, ": ", where, " has more elements (", numel, ") than its storage '", storages.entry_name(storage.key),
+             "' holds (", available, "); expanded views are not supported");
+    }
+
+    out.values.resize(static_cast<size_t>(numel));
+    if (numel == 0) return out;
+    // Walk the view's indices in row-major order (an odometer over the dimensions).
+    const size_t dims = t.shape.size();
+    std::vector<int64_t> index(dims, 0);
+    uint64_t src = static_cast<uint64_t>(t.storage_offset);
+    for (uint64_t i = 0; i < numel; ++i) {
+        out.values[i] = decode_source_value(out.dtype, bytes.data() + src * elem);
+        for (size_t d = dims; d-- > 0;) {
+            if (++index[d] < t.shape[d]) {
+                src += static_cast<uint64_t>(t.stride[d]);
+                break;
+            }
+            src -= static_cast<uint64_t>(t.stride[d]) * static_cast<uint64_t>(t.shape[d] - 1);
+            index[d] = 0;
+        }
+    }
+    return out;
+}
+
+nlohmann::ordered_json to_json(const std::string& path, const std::string& key, const Value& v, int depth) {
+    if (depth > kMaxJsonDepth) fail(path, ": model_args entry '", printable(key), "' is nested too deeply");
+    switch (v.kind) {
+        case Kind::None: return nullptr;
+        case Kind::Bool: return v.boolean;
+        case Kind::Int: return v.integer;
+        case Kind::Float: return v.real;
+        case Kind::Str: return v.text;
+        case Kind::Tuple:
+        case Kind::List: {
+            nlohmann::ordered_json a = nlohmann::ordered_json::array();
+            for (const Value* x : v.items) a.push_back(to_json(path, key, *x, depth + 1));
+            return a;
+        }
+        case Kind::Dict: {
+            nlohmann::ordered_json o = nlohmann::ordered_json::object();
+            for (const auto& [k, x] : v.entries) {
+                if (k->kind != Kind::Str) fail(path, ": model_args entry '", printable(key), "' has a non-string key");
+                o[k->text] = to_json(path, k->text, *x, depth + 1);
+            }
+            return o;
+        }
+        default:
+            fail(path, ": model_args entry '", printable(key), "' is a ", pickle::kind_name(v.kind),
+                 ", not a plain value");
+    }
+}
+
+// The folder that holds data.pkl ("archive/", "ckpt/", ...), found as torch does: the one
+// top-level "<folder>/data.pkl".
+std::string find_record_prefix(const ZipArchive& zip) {
+    for (const std::string& name : zip.names()) {
+        const size_t slash = name.find('/');
+        if (slash != std::string::npos && slash > 0 && name.compare(slash, std::string::npos, "/data.pkl") == 0) {
+            return name.substr(0, slash + 1);
+        }
+    }
+    fail(zip.path(), ": zip archive has no <folder>/data.pkl, so it is not a PyTorch checkpoint");
+}
+
+Checkpoint read_torch_zip(const std::string& path) {
+    ZipArchive zip(path);
+    const std::string prefix = find_record_prefix(zip);
+
+    if (zip.entry_size(prefix + "byteorder")) {
+        const std::vector<uint8_t> b = zip.read(prefix + "byteorder", 16);
+        std::string order(b.begin(), b.end());
+        while (!order.empty() && (order.back() == '\n' || order.back() == '\r' || order.back() == ' ')) order.pop_back();
+        if (order == "big") fail(path, ": checkpoint was saved on a big-endian machine (byteorder 'big'); only little-endian is supported");
+        if (order != "little") fail(path, ": unknown byteorder '", printable(order), "'");
+    }
+
+    const std::vector<uint8_t> pkl = zip.read(prefix + "data.pkl", kMaxPickleBytes);
+    const pickle::Pickle p = pickle::unpickle(pkl.data(), pkl.size(), path);
+    const Value& root = p.root();
+    if (root.kind != Kind::Dict) {
+        fail(path, ": checkpoint holds a ", pickle::kind_name(root.kind), ", not a state_dict or a dict with \"model\"");
+    }
+
+    Checkpoint ckpt;
+    const Value* model = root.get("model");
+    if (model != nullptr) {
+        if (model->kind != Kind::Dict) fail(path, ": checkpoint's \"model\" entry is a ", pickle::kind_name(model->kind), ", not a state_dict");
+        if (const Value* args = root.get("model_args")) {
+            if (args->kind != Kind::Dict) fail(path, ": checkpoint's \"model_args\" is a ", pickle::kind_name(args->kind), ", not a dict");
+            ckpt.model_args_json = to_json(path, "model_args", *args, 0)
+                                       .dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
+        }
+    } else {
+        model = &root;
+    }
+
+    // Views may share storages (tying), but never by more than this in all: one value per
+    // storage byte, 4x the f32 elements, bounds what a hostile pickle can make us allocate.
+    uint64_t budget = 0;
+    for (const std::string& name : zip.names()) {
+        if (name.compare(0, prefix.size() + 5, prefix + "data/") == 0) budget += zip.entry_size(name).value_or(0);
+    }
+    StorageCache storages(zip, prefix);
+    uint64_t total = 0;
+    for (const auto& [k, v] : model->entries) {
+        if (v->kind != Kind::Tensor) continue;  // a state_dict holds only tensors; skip anything else
+        if (k->kind != Kind::Str) fail(path, ": a tensor's key is a ", pickle::kind_name(k->kind), ", not a string");
+        SourceTensor t = materialize(path, k->text, *v, storages);
+        total += t.values.size();
+        if (total > budget) {
+            fail(path, ": tensors hold more values (", total, ") than the archive's storages have bytes (", budget,
+                 "); too many views of the same storage");
+        }
+        ckpt.tensors[k->text] = std::move(t);
+    }
+    if (ckpt.tensors.empty()) fail(path, ": checkpoint holds no tensors");
+    return ckpt;
+}
+
+}  // namespace
+
+const char* source_dtype_name(SourceDType d) {
+    switch (d) {
+        case SourceDType::F32: return "f32";
+        case SourceDType::F16: return "f16";
+        case SourceDType::BF16: return "bf16";
+    }
+    return "?";
+}
+
+Checkpoint read_checkpoint(const std::string& path) {
+    const std::vector<uint8_t> head = read_head(path, 16);
+    if (head.size() >= 4 && head[0] == 'P' && head[1] == 'K' && head[2] == 3 && head[3] == 4) {
+        return read_torch_zip(path);
+    }
+    if (looks_like_safetensors(head.data(), head.size())) return read_safetensors(path);
+    if (head.size() >= 2 && head[0] == 0x80 && head[1] <= 5) {
+        fail(path, ": not a PyTorch checkpoint (zip) or safetensors file (it looks like a bare pickle, "
+                   "the legacy torch.save format; re-save it with torch >= 1.6)");
+    }
+    fail(path, ": not a PyTorch checkpoint (zip) or safetensors file");
+}
+
+std::vector<uint32_t> read_meta_pkl(const std::string& path) {
+    std::vector<uint8_t> bytes;
+    {
+        std::ifstream in(path, std::ios::binary | std::ios::ate);
+        if (!in) fail(path, ": cannot open (", std::strerror(errno), ")");
+        const std::streamoff size = in.tellg();
+        if (size < 0 || static_cast<uint64_t>(size) > kMaxMetaBytes) fail(path, ": meta.pkl of implausible size");
+        bytes.resize(static_cast<size_t>(size));
+        in.seekg(0);
+        if (!in.read(reinterpret_cast<char*>(bytes.data()), size)) fail(path, ": read failed");
+    }
+    const pickle::Pickle p = pickle::unpickle(bytes.data(), bytes.size(), path);
+    const Value& root = p.root();
+    if (root.kind != Kind::Dict) fail(path, ": meta.pkl holds a ", pickle::kind_name(root.kind), ", not a dict");
+    const Value* itos = root.get("itos");
+    if (itos == nullptr || itos->kind != Kind::Dict) fail(path, ": meta.pkl has no \"itos\" dict");
+
+    // id -> code point; a later duplicate key wins, as in Python.
+    std::map<int64_t, uint32_t> by_id;
+    for (const auto& [k, v] : itos->entries) {
+        if (k->kind != Kind::Int) fail(path, ": meta.pkl itos has a ", pickle::kind_name(k->kind), " key, not an int id");
+        if (v->kind != Kind::Str) fail(path, ": meta.pkl itos[", k->integer, "] is a ", pickle::kind_name(v->kind), ", not a str");
+        uint32_t cp = 0;
+        if (!decode_single_code_point(v->text, cp)) {
+            fail(path, ": meta.pkl itos[", k->integer, "] = '", printable(v->text),
+                 "' is not exactly one Unicode code point");
+        }
+        by_id[k->integer] = cp;
+    }
+
+    int64_t vocab = static_cast<int64_t>(by_id.size());
+    if (const Value* vs = root.get("vocab_size")) {
+        if (vs->kind != Kind::Int || vs->integer <= 0) fail(path, ": meta.pkl vocab_size is not a positive int");
+        vocab = vs->integer;
+    }
+    if (vocab == 0) fail(path, ": meta.pkl itos is empty");
+    if (static_cast<int64_t>(by_id.size()) != vocab) {
+        for (int64_t id = 0; id < vocab; ++id) {
+            if (by_id.find(id) == by_id.end()) fail(path, ": meta.pkl itos has no entry for id ", id, " (vocab_size ", vocab, ")");
+        }
+        fail(path, ": meta.pkl itos has ", by_id.size(), " entries but vocab_size is ", vocab);
+    }
+    std::vector<uint32_t> code_points;
+    std::map<uint32_t, int64_t> seen;
+    for (int64_t id = 0; id < vocab; ++id) {
+        auto it = by_id.find(id);
+        if (it == by_id.end()) fail(path, ": meta.pkl itos has no entry for id ", id, " (vocab_size ", vocab, ")");
+        auto [prev, fresh] = seen.emplace(it->second, id);
+        if (!fresh) fail(path, ": meta.pkl ids ", prev->second, " and ", id, " map to the same character ", code_point_name(it->second));
+        code_points.push_back(it->second);
+    }
+    // stoi, when present, must be the inverse of itos.
+    if (const Value* stoi = root.get("stoi"); stoi != nullptr && stoi->kind == Kind::Dict) {
+        for (const auto& [k, v] : stoi->entries) {
+            uint32_t cp = 0;
+            if (k->kind != Kind::Str || v->kind != Kind::Int || !decode_single_code_point(k->text, cp) ||
+                v->integer < 0 || v->integer >= vocab || code_points[static_cast<size_t>(v->integer)] != cp) {
+                fail(path, ": meta.pkl stoi disagrees with itos at '", printable(k->kind == Kind::Str ? k->text : "?"), "'");
+            }
+        }
+    }
+    return code_points;
+}
+
+}  // namespace ember::convert

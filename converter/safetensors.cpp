@@ -1,0 +1,121 @@
+#include "converter/safetensors.h"
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <vector>
+
+#include "converter/source_values.h"
+#include "converter/text_util.h"
+#include "runtime/error.h"
+
+namespace ember::convert {
+
+namespace {
+
+constexpr uint64_t kMaxHeaderBytes = uint64_t{100} << 20;  // the format's own limit
+constexpr size_t kMaxDims = 16;
+
+uint64_t read_le64(const uint8_t* p) {
+    uint64_t v = 0;
+    for (int i = 0; i < 8; ++i) v |= uint64_t{p[i]} << (8 * i);
+    return v;
+}
+
+std::vector<uint8_t> read_file(const std::string& path) {
+    std::ifstream in(path, std::ios::binary | std::ios::ate);
+    if (!in) fail(path, ": cannot open (", std::strerror(errno), ")");
+    const std::streamoff size = in.tellg();
+    if (size < 0) fail(path, ": cannot read its size");
+    std::vector<uint8_t> bytes(static_cast<size_t>(size));
+    in.seekg(0);
+    if (!in.read(reinterpret_cast<char*>(bytes.data()), size)) fail(path, ": read failed");
+    return bytes;
+}
+
+uint64_t json_uint(const std::string& path, const std::string& name, const nlohmann::json& v, const char* what) {
+    if (!v.is_number_unsigned()) {
+        fail(path, ": safetensors tensor '", printable(name), "': ", what, " is not a non-negative integer");
+    }
+    return v.get<uint64_t>();
+}
+
+}  // namespace
+
+bool looks_like_safetensors(const uint8_t* head, size_t head_size) {
+    if (head_size < 9) return false;
+    const uint64_t n = read_le64(head);
+    return n >= 2 && n <= kMaxHeaderBytes && head[8] == '{';
+}
+
+Checkpoint read_safetensors(const std::string& path) {
+    const std::vector<uint8_t> file = read_file(path);
+    if (file.size() < 8) fail(path, ": safetensors file shorter than its 8-byte header length");
+    const uint64_t header_len = read_le64(file.data());
+    if (header_len > kMaxHeaderBytes) fail(path, ": safetensors header length ", header_len, " is implausible");
+    if (header_len > file.size() - 8) {
+        fail(path, ": safetensors header of ", header_len, " bytes runs past the end of the file (",
+             file.size(), " bytes; truncated?)");
+    }
+    const uint8_t* data = file.data() + 8 + header_len;
+    const uint64_t data_size = file.size() - 8 - header_len;
+
+    nlohmann::json header;
+    try {
+        header = nlohmann::json::parse(file.begin() + 8, file.begin() + 8 + static_cast<std::ptrdiff_t>(header_len));
+    } catch (const nlohmann::json::exception& e) {
+        fail(path, ": safetensors header is not valid JSON (", e.what(), ")");
+    }
+    if (!header.is_object()) fail(path, ": safetensors header is not a JSON object");
+
+    Checkpoint ckpt;
+    for (const auto& [name, info] : header.items()) {
+        if (name == "__metadata__") continue;
+        const std::string where = "safetensors tensor '" + printable(name) + "'";
+        if (!info.is_object()) fail(path, ": ", where, " is not a JSON object");
+        const auto dtype_it = info.find("dtype");
+        const auto shape_it = info.find("shape");
+        const auto offsets_it = info.find("data_offsets");
+        if (dtype_it == info.end() || !dtype_it->is_string()) fail(path, ": ", where, " has no dtype string");
+        if (shape_it == info.end() || !shape_it->is_array()) fail(path, ": ", where, " has no shape array");
+        if (offsets_it == info.end() || !offsets_it->is_array() || offsets_it->size() != 2) {
+            fail(path, ": ", where, " has no data_offsets [begin, end]");
+        }
+        const std::string dtype = dtype_it->get<std::string>();
+        SourceTensor t;
+        if (dtype == "F32") t.dtype = SourceDType::F32;
+        else if (dtype == "F16") t.dtype = SourceDType::F16;
+        else if (dtype == "BF16") t.dtype = SourceDType::BF16;
+        else fail(path, ": ", where, " has dtype ", printable(dtype), "; only F32, F16 and BF16 are supported");
+
+        if (shape_it->size() > kMaxDims) fail(path, ": ", where, " has too many dimensions");
+        uint64_t numel = 1;
+        for (const auto& d : *shape_it) {
+            const uint64_t dim = json_uint(path, name, d, "a shape entry");
+            if (dim != 0 && numel > data_size / dim) {
+                fail(path, ": ", where, " has more elements than the file has bytes");
+            }
+            numel *= dim;
+            t.shape.push_back(static_cast<int64_t>(dim));
+        }
+        const uint64_t begin = json_uint(path, name, (*offsets_it)[0], "data_offsets[0]");
+        const uint64_t end = json_uint(path, name, (*offsets_it)[1], "data_offsets[1]");
+        if (begin > end || end > data_size) {
+            fail(path, ": ", where, " data_offsets [", begin, ", ", end, "] lie outside the ", data_size,
+                 " data bytes (truncated file?)");
+        }
+        const size_t elem = source_dtype_size(t.dtype);
+        if (end - begin != numel * elem) {
+            fail(path, ": ", where, " data_offsets span ", end - begin, " bytes, but shape and dtype need ",
+                 numel * elem);
+        }
+        t.values.resize(static_cast<size_t>(numel));
+        for (uint64_t i = 0; i < numel; ++i) t.values[i] = decode_source_value(t.dtype, data + begin + i * elem);
+        ckpt.tensors.emplace(name, std::move(t));
+    }
+    if (ckpt.tensors.empty()) fail(path, ": safetensors file holds no tensors");
+    return ckpt;
+}
+
+}  // namespace ember::convert
