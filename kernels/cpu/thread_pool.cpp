@@ -12,8 +12,15 @@
 namespace ember::kernels {
 
 namespace {
-constexpr int kSpinRounds = 200000;  // ~tens of microseconds before a worker sleeps
-}
+
+constexpr int kSpinRounds = 20000;  // a fraction of a millisecond before a worker sleeps
+constexpr uint64_t kField = (1u << 20) - 1;
+
+uint32_t gen_of(uint64_t t) { return static_cast<uint32_t>(t >> 40); }
+int count_of(uint64_t t) { return static_cast<int>((t >> 20) & kField); }
+int next_of(uint64_t t) { return static_cast<int>(t & kField); }
+
+}  // namespace
 
 ThreadPool::ThreadPool(int n_threads) {
     if (n_threads < 1) n_threads = 1;
@@ -25,7 +32,6 @@ ThreadPool::~ThreadPool() {
     {
         std::lock_guard<std::mutex> lock(mutex_);
         stop_.store(true);
-        generation_.fetch_add(1);
     }
     wake_.notify_all();
     for (auto& t : workers_) t.join();
@@ -36,55 +42,57 @@ int ThreadPool::default_threads() {
     return n == 0 ? 1 : static_cast<int>(n);
 }
 
-void ThreadPool::drain(int thread) {
+// Claims and runs tasks of `generation` until none is left or another generation began.
+void ThreadPool::drain(uint32_t generation, int thread) {
+    uint64_t t = ticket_.load(std::memory_order_acquire);
     for (;;) {
-        const int i = next_task_.fetch_add(1, std::memory_order_relaxed);
-        if (i >= n_tasks_) return;
-        fn_(ctx_, i, thread);
+        if (gen_of(t) != generation || next_of(t) >= count_of(t)) return;
+        if (!ticket_.compare_exchange_weak(t, t + 1, std::memory_order_acq_rel, std::memory_order_acquire)) continue;
+        // Claimed: the dispatcher of `generation` waits for this task, so fn_ and ctx_ hold.
+        fn_(ctx_, next_of(t), thread);
         done_tasks_.fetch_add(1, std::memory_order_release);
+        t = ticket_.load(std::memory_order_acquire);
     }
 }
 
 void ThreadPool::dispatch(int n_tasks, TaskFn fn, void* ctx) {
     fn_ = fn;
     ctx_ = ctx;
-    n_tasks_ = n_tasks;
-    next_task_.store(0, std::memory_order_relaxed);
+    generation_ = (generation_ + 1) & 0xffffffu;
     done_tasks_.store(0, std::memory_order_relaxed);
-    finished_workers_.store(0, std::memory_order_relaxed);
-    generation_.fetch_add(1);  // seq_cst: pairs with the sleepers_ check below
+    // seq_cst publish, paired with the sleepers_ check below and the workers' wait predicate.
+    ticket_.store((static_cast<uint64_t>(generation_) << 40) | (static_cast<uint64_t>(n_tasks) << 20));
     if (sleepers_.load() > 0) {
         std::lock_guard<std::mutex> lock(mutex_);
         wake_.notify_all();
     }
-    drain(0);
-    const int n_workers = static_cast<int>(workers_.size());
-    while (done_tasks_.load(std::memory_order_acquire) < n_tasks ||
-           finished_workers_.load(std::memory_order_acquire) < n_workers) {
-        EMBER_CPU_RELAX();
-    }
+    drain(generation_, 0);
+    while (done_tasks_.load(std::memory_order_acquire) < n_tasks) EMBER_CPU_RELAX();
 }
 
 void ThreadPool::work_loop(int thread) {
-    uint64_t seen = 0;
+    uint32_t seen = 0;
     for (;;) {
         int spins = 0;
-        uint64_t g;
-        while ((g = generation_.load(std::memory_order_acquire)) == seen) {
+        uint64_t t;
+        // Wait for a generation with tasks left.
+        while (gen_of(t = ticket_.load(std::memory_order_acquire)) == seen || next_of(t) >= count_of(t)) {
+            if (stop_.load(std::memory_order_relaxed)) return;
             if (++spins < kSpinRounds) {
                 EMBER_CPU_RELAX();
                 continue;
             }
             std::unique_lock<std::mutex> lock(mutex_);
             sleepers_.fetch_add(1);
-            wake_.wait(lock, [&] { return generation_.load() != seen; });
+            wake_.wait(lock, [&] {
+                const uint64_t u = ticket_.load();
+                return stop_.load() || (gen_of(u) != seen && next_of(u) < count_of(u));
+            });
             sleepers_.fetch_sub(1);
             spins = 0;
         }
-        seen = g;
-        if (stop_.load()) return;
-        drain(thread);
-        finished_workers_.fetch_add(1, std::memory_order_release);
+        seen = gen_of(t);
+        drain(seen, thread);
     }
 }
 

@@ -1,8 +1,13 @@
 // A fixed pool of worker threads for the CPU kernels: created once (at session start),
 // it runs `fn(task, thread)` for task in [0, n_tasks) across the workers and the calling
-// thread (thread in [0, size()), 0 = the caller), and returns when all are done. Dispatch allocates nothing, so it is safe per token.
-// Idle workers spin briefly, then sleep on a condition variable. Every worker takes part in
-// every dispatch, so none can still be inside one when the next begins.
+// thread (thread in [0, size()), 0 = the caller), and returns when all are done.
+// Dispatch allocates nothing, so it is safe per token. Idle workers spin briefly, then
+// sleep on a condition variable.
+//
+// Tasks are claimed from one atomic ticket that packs (dispatch generation, task count,
+// next task): a worker that wakes late finds another generation in the ticket and claims
+// nothing, so the caller never waits for a worker that has no task (an oversubscribed
+// machine cannot stall a dispatch on a descheduled idle worker).
 #pragma once
 
 #include <atomic>
@@ -10,6 +15,7 @@
 #include <cstdint>
 #include <mutex>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 namespace ember::kernels {
@@ -24,6 +30,9 @@ public:
 
     int size() const { return static_cast<int>(workers_.size()) + 1; }
 
+    // Most tasks one dispatch may hold.
+    static constexpr int kMaxTasks = (1 << 20) - 1;
+
     // Runs f(task, thread) for every task in [0, n_tasks); f is any callable (int, int).
     // A thread runs one task at a time, so per-thread scratch indexed by `thread` is safe.
     template <typename F>
@@ -33,9 +42,16 @@ public:
             for (int i = 0; i < n_tasks; ++i) f(i, 0);
             return;
         }
-        using Fn = std::remove_reference_t<F>;
-        dispatch(n_tasks, [](void* ctx, int i, int thread) { (*static_cast<Fn*>(ctx))(i, thread); },
-                 const_cast<void*>(static_cast<const void*>(&f)));
+        // Rounds of at most kMaxTasks (the ticket's task field).
+        for (int base = 0; base < n_tasks; base += kMaxTasks) {
+            struct Shifted {
+                std::remove_reference_t<F>* f;
+                int base;
+                void operator()(int i, int thread) const { (*f)(base + i, thread); }
+            } shifted{&f, base};
+            const int n = n_tasks - base < kMaxTasks ? n_tasks - base : kMaxTasks;
+            dispatch(n, [](void* ctx, int i, int thread) { (*static_cast<Shifted*>(ctx))(i, thread); }, &shifted);
+        }
     }
 
     // The number of threads to use when the caller asks for 0 (= all cores).
@@ -45,20 +61,19 @@ private:
     using TaskFn = void (*)(void*, int, int);
     void dispatch(int n_tasks, TaskFn fn, void* ctx);
     void work_loop(int thread);
-    void drain(int thread);
+    void drain(uint32_t generation, int thread);
 
     std::vector<std::thread> workers_;
     std::mutex mutex_;
     std::condition_variable wake_;
-    std::atomic<uint64_t> generation_{0};
-    std::atomic<int> next_task_{0};
+    // generation (24 bits) << 40 | n_tasks (20 bits) << 20 | next task (20 bits)
+    std::atomic<uint64_t> ticket_{0};
     std::atomic<int> done_tasks_{0};
     std::atomic<int> sleepers_{0};
-    std::atomic<int> finished_workers_{0};  // workers done with the current generation
     std::atomic<bool> stop_{false};
-    TaskFn fn_ = nullptr;
+    uint32_t generation_ = 0;  // written by the dispatching thread only
+    TaskFn fn_ = nullptr;      // valid while a task of the current generation is claimed
     void* ctx_ = nullptr;
-    int n_tasks_ = 0;
 };
 
 }  // namespace ember::kernels
