@@ -1,0 +1,225 @@
+// Runtime behaviour: no allocation per token, sampler semantics, tokenizer errors, model file
+// verification (checksum, truncation, semantic checks).
+#include <doctest/doctest.h>
+
+#include <atomic>
+#include <cmath>
+#include <cstdlib>
+#include <new>
+
+#include "converter/convert.h"
+#include "runtime/error.h"
+#include "runtime/model.h"
+#include "runtime/sampler.h"
+#include "runtime/session.h"
+#include "runtime/tokenizer.h"
+#include "test_util.h"
+
+// Counting every heap allocation of this test binary (operator new replaced globally).
+namespace {
+std::atomic<long> g_allocations{0};
+}
+void* operator new(std::size_t n) {
+    g_allocations.fetch_add(1, std::memory_order_relaxed);
+    if (void* p = std::malloc(n ? n : 1)) return p;
+    throw std::bad_alloc();
+}
+void* operator new[](std::size_t n) { return operator new(n); }
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete[](void* p) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
+
+using namespace ember;
+using ember::test::fixture;
+
+namespace {
+
+std::string convert_to(const test::TempDir& dir, convert::WeightDType dt, const std::string& name = "m.ember") {
+    convert::ConvertOptions o;
+    o.checkpoint = fixture("gptpy/model.pt");
+    o.vocab_text = fixture("gptpy/vocab.txt");
+    o.out = dir.file(name);
+    o.write.dtype = dt;
+    convert::convert(o);
+    return o.out;
+}
+
+}  // namespace
+
+TEST_CASE("decoding a token allocates nothing, in every policy and dtype") {
+    test::TempDir dir;
+    for (auto dt : {convert::WeightDType::F32, convert::WeightDType::F16, convert::WeightDType::Int8}) {
+        auto model = Model::open(convert_to(dir, dt));
+        for (auto policy : {ContextPolicy::Exact, ContextPolicy::Shift, ContextPolicy::Ring}) {
+            SessionOptions so;
+            so.threads = 2;
+            so.policy = policy;
+            Session s(*model, so);
+            SamplerOptions sopt;
+            sopt.temperature = 0.8f;
+            sopt.top_k = 10;
+            sopt.top_p = 0.9f;
+            Sampler sampler(sopt, model->config().vocab_size, s.sampler_probs(), s.sampler_ids());
+            const CharTokenizer tok(model->code_points());
+            int id = 0;
+            s.append(&id, 1);
+            char buf[4];
+            const long before = g_allocations.load();
+            for (int i = 0; i < 3 * model->config().block_size; ++i) {  // well past block_size
+                id = sampler.sample(s.logits());
+                tok.decode(id, buf);
+                s.append(&id, 1);
+            }
+            CHECK(g_allocations.load() - before == 0);
+        }
+    }
+}
+
+TEST_CASE("sampler: greedy takes the first maximum; top-k above V is the same as no top-k") {
+    std::vector<float> probs(5);
+    std::vector<int> ids(5);
+    const float logits[5] = {0.5f, 2.0f, -1.0f, 2.0f, 1.0f};
+    SamplerOptions g;
+    g.temperature = 0.0f;
+    CHECK(Sampler(g, 5, probs.data(), ids.data()).sample(logits) == 1);
+
+    SamplerOptions a, b;
+    a.seed = b.seed = 42;
+    a.top_k = 0;
+    b.top_k = 1000;  // clamped to V
+    Sampler sa(a, 5, probs.data(), ids.data());
+    std::vector<float> probs2(5);
+    std::vector<int> ids2(5);
+    Sampler sb(b, 5, probs2.data(), ids2.data());
+    for (int i = 0; i < 200; ++i) CHECK(sa.sample(logits) == sb.sample(logits));
+
+    // top-k 1 keeps both tied maxima (>= the 1st largest), never anything else.
+    SamplerOptions k1;
+    k1.top_k = 1;
+    Sampler s1(k1, 5, probs.data(), ids.data());
+    for (int i = 0; i < 100; ++i) {
+        const int id = s1.sample(logits);
+        CHECK((id == 1 || id == 3));
+    }
+    // top-p tiny keeps only the most probable (ties broken by id).
+    SamplerOptions p;
+    p.top_p = 1e-6f;
+    Sampler sp(p, 5, probs.data(), ids.data());
+    for (int i = 0; i < 50; ++i) CHECK(sp.sample(logits) == 1);
+}
+
+TEST_CASE("sampler: frequencies follow softmax(logits / T)") {
+    std::vector<float> probs(3);
+    std::vector<int> ids(3);
+    const float logits[3] = {1.0f, 2.0f, 0.0f};
+    SamplerOptions o;
+    o.temperature = 2.0f;
+    o.seed = 7;
+    Sampler s(o, 3, probs.data(), ids.data());
+    int count[3] = {0, 0, 0};
+    const int n = 20000;
+    for (int i = 0; i < n; ++i) count[s.sample(logits)]++;
+    // softmax([0.5, 1, 0]) = [0.3072, 0.5065, 0.1863]
+    CHECK(count[0] / double(n) == doctest::Approx(0.3072).epsilon(0.05));
+    CHECK(count[1] / double(n) == doctest::Approx(0.5065).epsilon(0.05));
+    CHECK(count[2] / double(n) == doctest::Approx(0.1863).epsilon(0.05));
+}
+
+TEST_CASE("sampler options are validated") {
+    SamplerOptions o;
+    o.temperature = -0.5f;
+    CHECK_THROWS_WITH_AS(o.validate(), doctest::Contains("temperature"), Error);
+    o = SamplerOptions{};
+    o.top_p = 0.0f;
+    CHECK_THROWS_WITH_AS(o.validate(), doctest::Contains("top-p"), Error);
+    o = SamplerOptions{};
+    o.top_k = -1;
+    CHECK_THROWS_WITH_AS(o.validate(), doctest::Contains("top-k"), Error);
+}
+
+TEST_CASE("tokenizer names an unknown character and its position") {
+    const CharTokenizer tok({'\n', ' ', 'a', 'b', 0xE9});
+    CHECK(tok.encode("ab \xC3\xA9", "prompt") == std::vector<int>{2, 3, 1, 4});
+    CHECK_THROWS_WITH_AS(tok.encode("abZa", "prompt"), "prompt: character 'Z' (U+005A) at position 2 is not in the model's vocabulary", Error);
+    CHECK_THROWS_WITH_AS(tok.encode("a\xFF", "prompt"), doctest::Contains("invalid UTF-8 at byte 1"), Error);
+    char buf[4];
+    CHECK(tok.decode(4, buf) == 2);
+}
+
+TEST_CASE("a corrupted or truncated .ember file is refused with a message") {
+    test::TempDir dir;
+    const std::string good = convert_to(dir, convert::WeightDType::Int8);
+    const std::string bytes = test::read_file(good);
+    REQUIRE_NOTHROW(Model::open(good));
+
+    // One flipped byte in the data section (the last byte holds weights or padding).
+    std::string flipped = bytes;
+    flipped[flipped.size() - 100] ^= 0x01;
+    test::write_file(dir.file("flip.ember"), flipped);
+    CHECK_THROWS_WITH_AS(Model::open(dir.file("flip.ember")), doctest::Contains("checksum mismatch"), Error);
+    // info-style open reports instead of throwing.
+    CHECK_FALSE(Model::open(dir.file("flip.ember"), false)->checksum_ok());
+
+    // Cut short at several places.
+    for (size_t cut : {size_t(3), size_t(40), bytes.size() / 2, bytes.size() - 1}) {
+        CAPTURE(cut);
+        test::write_file(dir.file("cut.ember"), bytes.substr(0, cut));
+        CHECK_THROWS_AS(Model::open(dir.file("cut.ember")), Error);
+    }
+    test::write_file(dir.file("cut.ember"), bytes.substr(0, bytes.size() - 1));
+    CHECK_THROWS_WITH_AS(Model::open(dir.file("cut.ember")), doctest::Contains("truncated"), Error);
+
+    // Not an .ember file at all.
+    test::write_file(dir.file("text.ember"), std::string(200, 'x'));
+    CHECK_THROWS_AS(Model::open(dir.file("text.ember")), Error);
+    CHECK_THROWS_WITH_AS(Model::open(dir.file("missing.ember")), doctest::Contains("cannot open"), Error);
+}
+
+TEST_CASE("a model whose n_embd is not divisible by n_head is refused") {
+    test::TempDir dir;
+    convert::CanonicalModel cm;
+    cm.config.arch = Arch::NanoGPT;
+    cm.config.n_layer = 1;
+    cm.config.n_head = 3;
+    cm.config.n_embd = 8;
+    cm.config.block_size = 4;
+    cm.config.vocab_size = 2;
+    cm.config.ffn_hidden = 8;
+    cm.config.activation = kernels::ActivationKind::GeluErf;
+    cm.config.attn_scale = 0.5f;
+    cm.config.tied_lm_head = true;
+    auto add = [&](const std::string& name, std::vector<int64_t> shape) {
+        size_t n = 1;
+        for (auto d : shape) n *= static_cast<size_t>(d);
+        cm.tensors.push_back({name, shape, std::vector<float>(n, 0.1f), name, convert::SourceDType::F32});
+    };
+    add("wte", {2, 8});
+    add("wpe", {4, 8});
+    add("h.0.ln_1.weight", {8});
+    add("h.0.qkv.weight", {24, 8});
+    add("h.0.proj.weight", {8, 8});
+    add("h.0.ln_2.weight", {8});
+    add("h.0.fc.weight", {8, 8});
+    add("h.0.fc2.weight", {8, 8});
+    add("ln_f.weight", {8});
+    const std::string out = dir.file("bad.ember");
+    convert::write_ember(cm, {'a', 'b'}, {}, {}, out);
+    CHECK_THROWS_WITH_AS(Model::open(out), doctest::Contains("n_embd 8 is not divisible by config.n_head 3"), Error);
+    // The same tensors with n_head 2 load: the refusal was for the divisibility alone.
+    cm.config.n_head = 2;
+    convert::write_ember(cm, {'a', 'b'}, {}, {}, out);
+    CHECK_NOTHROW(Model::open(out));
+}
+
+TEST_CASE("memory plan: the arena of the fixture model stays at its budget") {
+    test::TempDir dir;
+    auto model = Model::open(convert_to(dir, convert::WeightDType::Int8));
+    // Budget for n_layer 2, n_embd 32, block_size 16, vocab 37, 2 threads: grows only when
+    // someone adds a buffer; update it deliberately.
+    const MemoryPlan p = plan_memory(*model, 2, false);
+    CHECK(p.total <= 33728);
+    const MemoryPlan e = plan_memory(*model, 2, true);
+    CHECK(e.total - p.total < static_cast<size_t>(16 * 37 * 4 + 64));
+    MESSAGE("arena bytes: generate ", p.total, ", eval ", e.total);
+}
