@@ -146,6 +146,12 @@ def main():
     write(os.path.join(BAD, 'meta_two_chars.pkl'),
           pickle.dumps({'vocab_size': 2, 'itos': {0: 'a', 1: 'bc'}, 'stoi': {'a': 0, 'bc': 1}}, protocol=4))
 
+    # A nanoGPT checkpoint whose model_args.n_head (3) does not divide n_embd (32).
+    fixtures = os.path.join(os.path.dirname(BAD))
+    nano = torch.load(os.path.join(fixtures, 'nanogpt', 'ckpt.pt'))
+    nano = {'model': nano['model'], 'model_args': dict(nano['model_args'], n_head=3)}
+    write(os.path.join(BAD, 'nanogpt_n_head_3.pt'), saved(nano))
+
 
 def rezip_with(data, name, content):
     """Copies zip `data` and adds (or replaces) entry `name`."""

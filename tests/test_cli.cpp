@@ -1,0 +1,130 @@
+// The `ember` command on bad inputs: each gives one clear line on stderr, a non-zero exit,
+// no crash, and never a partial output file. And the good paths print what they promise.
+#include <doctest/doctest.h>
+
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <string>
+
+#include "test_util.h"
+
+using ember::test::fixture;
+
+namespace {
+
+struct Run {
+    int status = -1;  // exit status, or 128 + signal
+    std::string out, err;
+};
+
+Run ember_cli(const std::string& args, const ember::test::TempDir& dir) {
+    const std::string out = dir.file("stdout"), err = dir.file("stderr");
+    const std::string cmd = std::string(EMBER_CLI) + " " + args + " >'" + out + "' 2>'" + err + "' </dev/null";
+    const int rc = std::system(cmd.c_str());
+    Run r;
+    r.status = WIFEXITED(rc) ? WEXITSTATUS(rc) : 128 + (WIFSIGNALED(rc) ? WTERMSIG(rc) : 0);
+    r.out = ember::test::read_file(out);
+    r.err = ember::test::read_file(err);
+    return r;
+}
+
+// One line, starting "ember: error:", containing `what`; exit 1 (not a crash).
+void check_refused(const Run& r, const std::string& what) {
+    CAPTURE(r.err);
+    CHECK(r.status == 1);
+    CHECK(r.err.rfind("ember: error: ", 0) == 0);
+    CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+    CHECK(r.err.find(what) != std::string::npos);
+}
+
+// The folder holds no .ember and no temporary left behind.
+void check_no_output(const ember::test::TempDir& dir) {
+    for (const auto& e : std::filesystem::directory_iterator(dir.path())) {
+        const std::string name = e.path().filename().string();
+        CHECK_MESSAGE((name == "stdout" || name == "stderr" || name == "good.ember"), "left behind: " << name);
+    }
+}
+
+std::string q(const std::string& s) { return "'" + s + "'"; }
+
+}  // namespace
+
+TEST_CASE("ember convert refuses bad checkpoints and vocabularies, leaving no file") {
+    ember::test::TempDir dir;
+    const std::string out = " -o " + q(dir.file("out.ember"));
+    const std::string vocab = " --vocab-text " + q(fixture("gptpy/vocab.txt"));
+    struct Case {
+        std::string args, what;
+    };
+    const std::string real = ember::test::shared_dir() + "/data/real-nanogpt/";
+    for (const Case& c : {
+             Case{q(fixture("bad/truncated.pt")) + vocab, "truncated.pt"},
+             Case{q(fixture("bad/text.txt")) + vocab, "not a PyTorch checkpoint"},
+             Case{q(fixture("bad/random.bin")) + vocab, "not a PyTorch checkpoint"},
+             Case{q(fixture("bad/evil_global.pt")) + vocab, "os.system"},
+             Case{q(fixture("bad/nanogpt_n_head_3.pt")) + " --meta " + q(fixture("nanogpt/meta.pkl")), "not divisible by n_head 3"},
+             Case{q(real + "ckpt.pt") + " --vocab-text " + q(real + "input.txt"), "wte has 62 rows"},
+             Case{q(fixture("gptpy/model.pt")) + " --meta " + q(real + "meta.pkl"), "has 62 characters but the checkpoint's wte has 37 rows"},
+             Case{q(real + "ckpt.pt") + " --meta " + q(fixture("bad/meta_missing.pkl")), "meta_missing.pkl"},
+             Case{q(fixture("gptpy/model.pt")), "a vocabulary is needed"},
+             Case{q(fixture("gptpy/model.pt")) + vocab + " --dtype int4", "--dtype"},
+             Case{q(fixture("gptpy/model.pt")) + vocab + " --group-size -3", "--group-size"},
+             Case{q(dir.file("nope.pt")) + vocab, "nope.pt"},
+         }) {
+        CAPTURE(c.args);
+        check_refused(ember_cli("convert " + c.args + out, dir), c.what);
+        check_no_output(dir);
+    }
+}
+
+TEST_CASE("ember generate and info on good and bad models and options") {
+    ember::test::TempDir dir;
+    const std::string good = dir.file("good.ember");
+    const Run conv = ember_cli("convert " + q(fixture("gptpy/model.pt")) + " --vocab-text " + q(fixture("gptpy/vocab.txt")) +
+                                   " -o " + q(good),
+                               dir);
+    REQUIRE(conv.status == 0);
+    CHECK(conv.out.find("architecture: gptpy") != std::string::npos);
+    CHECK(conv.out.find("h.0.qkv.weight") != std::string::npos);
+    CHECK(conv.out.find("rel rms") != std::string::npos);
+
+    const Run info = ember_cli("info " + q(good), dir);
+    CHECK(info.status == 0);
+    CHECK(info.out.find("checksum: ok") != std::string::npos);
+    CHECK(info.out.find("n_layer 2, n_head 4, n_embd 32") != std::string::npos);
+
+    const Run gen = ember_cli("generate -m " + q(good) + " -n 40 --seed 3", dir);
+    CHECK(gen.status == 0);
+    CHECK(gen.out.size() >= 41);  // 40 characters (some may be 2-byte) and a newline
+
+    // top-k larger than the vocabulary is clamped: the same text as no top-k.
+    const Run k0 = ember_cli("generate -m " + q(good) + " -n 60 --seed 5", dir);
+    const Run kbig = ember_cli("generate -m " + q(good) + " -n 60 --seed 5 --top-k 100000", dir);
+    CHECK(k0.status == 0);
+    CHECK(k0.out == kbig.out);
+
+    check_refused(ember_cli("generate -m " + q(good) + " -p 'abc\\Q' -n 5", dir), "character '\\' (U+005C) at position 3");
+    check_refused(ember_cli("generate -m " + q(good) + " -n 5 --temperature -1", dir), "temperature");
+    check_refused(ember_cli("generate -m " + q(good) + " -n 5 --top-p 1.5", dir), "top-p");
+    check_refused(ember_cli("generate -m " + q(good) + " -n 5 --context sideways", dir), "context policy 'sideways'");
+
+    // A flipped data byte and a cut file: refused before anything runs; info reports it.
+    std::string bytes = ember::test::read_file(good);
+    std::string flipped = bytes;
+    flipped[bytes.size() - 70] ^= 0x10;
+    ember::test::write_file(dir.file("flip.ember"), flipped);
+    check_refused(ember_cli("generate -m " + q(dir.file("flip.ember")) + " -n 5", dir), "checksum mismatch");
+    const Run info_bad = ember_cli("info " + q(dir.file("flip.ember")), dir);
+    CHECK(info_bad.status == 1);
+    CHECK(info_bad.out.find("checksum: MISMATCH") != std::string::npos);
+    ember::test::write_file(dir.file("cut.ember"), bytes.substr(0, bytes.size() / 2));
+    check_refused(ember_cli("generate -m " + q(dir.file("cut.ember")) + " -n 5", dir), "truncated");
+
+    const Run ev = ember_cli("eval -m " + q(good) + " --text " + q(fixture("gptpy/eval.txt")) + " --split all", dir);
+    CHECK(ev.status == 0);
+    CHECK(ev.out.rfind("loss ", 0) == 0);
+    CHECK(ev.out.find(" over 3050 tokens") != std::string::npos);
+    check_refused(ember_cli("eval -m " + q(good) + " --text " + q(fixture("bad/text.txt")), dir), "not in the model's vocabulary");
+}
