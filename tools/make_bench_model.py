@@ -21,7 +21,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     ap.add_argument('-o', '--output', default=os.path.join(REPO, 'bench', 'out', 'gptpy_full.pt'))
-    ap.add_argument('--text', default='/work/shared/data/tinyshakespeare.txt')
+    ap.add_argument('--text', default=os.path.join(REPO, '..', 'shared', 'data', 'tinyshakespeare.txt'))
     ap.add_argument('--seed', type=int, default=1337)
     args = ap.parse_args()
     with open(args.text, encoding='utf-8') as f:

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Installs the Debian 12 packages ember builds and tests with, if any is missing.
+#   scripts/install-deps.sh          build + test dependencies
+#   scripts/install-deps.sh --tools  also python3-torch + libopenblas0-pthread (tools/, bench/)
+set -euo pipefail
+
+pkgs=(cmake g++ make pkg-config
+      flatbuffers-compiler libflatbuffers-dev   # schema/ember.fbs -> C++ header; FlatBuffers runtime
+      doctest-dev                               # tests
+      libcli11-dev                              # command line
+      nlohmann-json3-dev                        # safetensors header, model_args, fixtures
+      libzip-dev zlib1g-dev                     # PyTorch zip checkpoints
+      libxxhash-dev                             # .ember data checksum
+      libssl-dev)                               # SHA-256 (provenance, flashing)
+if [[ "${1:-}" == "--tools" ]]; then
+  pkgs+=(python3 python3-torch libopenblas0-pthread)
+fi
+
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "installing: ${missing[*]}"
+  sudo=""
+  [[ $(id -u) -ne 0 ]] && sudo="sudo"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
