@@ -5,5 +5,5 @@ cd "$(dirname "$0")/.."
 scripts/install-deps.sh
 scripts/build.sh
 cd build
-ctest --output-on-failure
-./tests/ember_tests --no-version | tail -3
+ctest --output-on-failure -j 2
+

@@ -8,6 +8,7 @@ The split is the lecture's: the first 90% of the characters train, the last 10% 
 import argparse
 import json
 import math
+import os
 import time
 
 import torch
@@ -89,6 +90,10 @@ def main():
     val_loss, val_tokens = window_loss(model, val_data, args.block_size)
     print(f'val loss (back-to-back windows of {args.block_size}): {val_loss:.4f} over {val_tokens} tokens')
     torch.save(model.state_dict(), args.out)
+    # The vocabulary beside the checkpoint: its distinct characters, sorted (what
+    # `ember convert --vocab-text` reads back as sorted(set(text))).
+    with open(os.path.splitext(args.out)[0] + '.vocab.txt', 'w', encoding='utf-8') as f:
+        f.write(''.join(chars))
     report = dict(vars(args), vocab_size=len(chars), parameters=nparams, train_seconds=round(train_s),
                   val_loss=round(val_loss, 4), val_tokens=val_tokens, torch=torch.__version__)
     with open(args.out + '.json', 'w') as f:
