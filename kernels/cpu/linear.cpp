@@ -83,6 +83,16 @@ inline int32_t dot_i8_scalar(const int8_t* a, const int8_t* b, int len) {
     return s;
 }
 
+#ifdef EMBER_AVX2
+// Integer dot of one 32-byte chunk of x with one of w, as 8 int32 partial sums.
+inline __m256i dot32_i8(__m256i x, __m256i w) {
+    // maddubs needs an unsigned operand: |w| times x with w's sign.
+    const __m256i p16 = _mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(x, w));
+    return _mm256_madd_epi16(p16, _mm256_set1_epi16(1));
+}
+
+#endif
+
 // sum over groups of (xq . wq)_g * xs[g] * ws[g] for one row of W and one row of x.
 float dot_i8_groups(const int8_t* xq, const float* xs, const int8_t* wq, const float* ws, int K,
                     int group) {
@@ -90,7 +100,6 @@ float dot_i8_groups(const int8_t* xq, const float* xs, const int8_t* wq, const f
     float acc = 0.0f;
 #ifdef EMBER_AVX2
     if (group % 32 == 0) {
-        const __m256i ones = _mm256_set1_epi16(1);
         __m256 vacc = _mm256_setzero_ps();
         for (int g = 0; g < n_groups; ++g) {
             const int begin = g * group;
@@ -100,12 +109,8 @@ float dot_i8_groups(const int8_t* xq, const float* xs, const int8_t* wq, const f
             __m256i isum = _mm256_setzero_si256();
             int k = 0;
             for (; k + 32 <= len; k += 32) {
-                const __m256i va = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a + k));
-                const __m256i vb = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + k));
-                // |b| as unsigned times a with b's sign: maddubs needs one unsigned operand.
-                const __m256i ub = _mm256_sign_epi8(vb, vb);
-                const __m256i sa = _mm256_sign_epi8(va, vb);
-                isum = _mm256_add_epi32(isum, _mm256_madd_epi16(_mm256_maddubs_epi16(ub, sa), ones));
+                isum = _mm256_add_epi32(isum, dot32_i8(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(a + k)),
+                                                       _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + k))));
             }
             const __m256 scale = _mm256_set1_ps(xs[g] * ws[g]);
             vacc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), scale, vacc);
@@ -121,6 +126,37 @@ float dot_i8_groups(const int8_t* xq, const float* xs, const int8_t* wq, const f
     }
     return acc;
 }
+
+#ifdef EMBER_AVX2
+// Four rows of W against one row of x at once: x loaded once per chunk, four independent
+// accumulator chains. Requires group % 32 == 0 and K % group == 0 (no short groups).
+void dot_i8_rows4(const int8_t* xq, const float* xs, const int8_t* const w[4], const float* const ws[4], int K, int group,
+                  float out[4]) {
+    const int n_groups = K / group;
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps(), acc2 = _mm256_setzero_ps(), acc3 = _mm256_setzero_ps();
+    const int8_t *w0 = w[0], *w1 = w[1], *w2 = w[2], *w3 = w[3];
+    for (int g = 0; g < n_groups; ++g) {
+        __m256i s0 = _mm256_setzero_si256(), s1 = s0, s2 = s0, s3 = s0;
+        const int end = (g + 1) * group;
+        for (int k = g * group; k < end; k += 32) {
+            const __m256i vx = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + k));
+            s0 = _mm256_add_epi32(s0, dot32_i8(vx, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w0 + k))));
+            s1 = _mm256_add_epi32(s1, dot32_i8(vx, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w1 + k))));
+            s2 = _mm256_add_epi32(s2, dot32_i8(vx, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w2 + k))));
+            s3 = _mm256_add_epi32(s3, dot32_i8(vx, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w3 + k))));
+        }
+        const float sx = xs[g];
+        acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s0), _mm256_set1_ps(sx * ws[0][g]), acc0);
+        acc1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s1), _mm256_set1_ps(sx * ws[1][g]), acc1);
+        acc2 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s2), _mm256_set1_ps(sx * ws[2][g]), acc2);
+        acc3 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s3), _mm256_set1_ps(sx * ws[3][g]), acc3);
+    }
+    out[0] = hsum(acc0);
+    out[1] = hsum(acc1);
+    out[2] = hsum(acc2);
+    out[3] = hsum(acc3);
+}
+#endif
 
 // Symmetric int8 quantization of one row x [K] in groups: xs[g] = absmax / 127.
 void quantize_row_i8(const float* x, int K, int group, int8_t* xq, float* xs) {
@@ -160,7 +196,27 @@ void linear(const float* x, int T, const WeightView& w, const float* bias, float
         const int8_t* wq = static_cast<const int8_t*>(w.data);
         pool.run(n_tasks, [&](int task, int) {
             const int n_end = std::min(N, (task + 1) * kRowsPerTask);
-            for (int n = task * kRowsPerTask; n < n_end; ++n) {
+            int n = task * kRowsPerTask;
+#ifdef EMBER_AVX2
+            if (w.group_size % 32 == 0 && K % w.group_size == 0) {
+                for (; n + 4 <= n_end; n += 4) {
+                    const int8_t* rows[4];
+                    const float* scales[4];
+                    for (int r = 0; r < 4; ++r) {
+                        rows[r] = wq + static_cast<size_t>(n + r) * K;
+                        scales[r] = w.scales + static_cast<size_t>(n + r) * gpr;
+                    }
+                    for (int t = 0; t < T; ++t) {
+                        float out[4];
+                        dot_i8_rows4(scratch.xq + static_cast<size_t>(t) * K, scratch.xs + static_cast<size_t>(t) * gpr, rows,
+                                     scales, K, w.group_size, out);
+                        float* yt = y + static_cast<size_t>(t) * N + n;
+                        for (int r = 0; r < 4; ++r) yt[r] = out[r] + (bias ? bias[n + r] : 0.0f);
+                    }
+                }
+            }
+#endif
+            for (; n < n_end; ++n) {
                 const int8_t* wrow = wq + static_cast<size_t>(n) * K;
                 const float* ws = w.scales + static_cast<size_t>(n) * gpr;
                 const float b = bias ? bias[n] : 0.0f;
