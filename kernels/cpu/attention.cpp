@@ -60,16 +60,60 @@ inline float dot(const float* a, const float* b, int n) {
     return acc;
 }
 
-// out[0:n] += a * x[0:n]
-inline void axpy(float a, const float* x, float* out, int n) {
-    int d = 0;
+// scores[j] = (q . k[j * ldk + 0:n]) * scale for j < n_keys; four keys per pass share the
+// loads of q and one horizontal reduction.
+inline void scores_of(const float* q, const float* k, int ldk, int n_keys, int n, float scale, float* scores) {
+    int j = 0;
 #ifdef EMBER_AVX2
-    const __m256 va = _mm256_set1_ps(a);
-    for (; d + 8 <= n; d += 8) {
-        _mm256_storeu_ps(out + d, _mm256_fmadd_ps(va, _mm256_loadu_ps(x + d), _mm256_loadu_ps(out + d)));
+    if (n % 8 == 0) {
+        for (; j + 4 <= n_keys; j += 4) {
+            const float* k0 = k + static_cast<size_t>(j) * ldk;
+            __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+            for (int d = 0; d < n; d += 8) {
+                const __m256 vq = _mm256_loadu_ps(q + d);
+                a0 = _mm256_fmadd_ps(vq, _mm256_loadu_ps(k0 + d), a0);
+                a1 = _mm256_fmadd_ps(vq, _mm256_loadu_ps(k0 + ldk + d), a1);
+                a2 = _mm256_fmadd_ps(vq, _mm256_loadu_ps(k0 + 2 * ldk + d), a2);
+                a3 = _mm256_fmadd_ps(vq, _mm256_loadu_ps(k0 + 3 * ldk + d), a3);
+            }
+            // [a0 a1 a2 a3] -> four sums
+            const __m256 h01 = _mm256_hadd_ps(a0, a1);
+            const __m256 h23 = _mm256_hadd_ps(a2, a3);
+            const __m256 h = _mm256_hadd_ps(h01, h23);  // per 128-bit half: s0 s1 s2 s3
+            const __m128 sum = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+            _mm_storeu_ps(scores + j, _mm_mul_ps(sum, _mm_set1_ps(scale)));
+        }
     }
 #endif
-    for (; d < n; ++d) out[d] += a * x[d];
+    for (; j < n_keys; ++j) scores[j] = dot(q, k + static_cast<size_t>(j) * ldk, n) * scale;
+}
+
+// o[0:n] = sum_j w[j] * v[j * ldv + 0:n] over j < n_keys, the accumulators held in registers
+// (32 columns at a time) instead of a read-modify-write of o per key.
+inline void weighted_sum(const float* w, const float* v, int ldv, int n_keys, float* o, int n) {
+    int d = 0;
+#ifdef EMBER_AVX2
+    for (; d + 32 <= n; d += 32) {
+        __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+        const float* vj = v + d;
+        for (int j = 0; j < n_keys; ++j, vj += ldv) {
+            const __m256 wj = _mm256_set1_ps(w[j]);
+            a0 = _mm256_fmadd_ps(wj, _mm256_loadu_ps(vj), a0);
+            a1 = _mm256_fmadd_ps(wj, _mm256_loadu_ps(vj + 8), a1);
+            a2 = _mm256_fmadd_ps(wj, _mm256_loadu_ps(vj + 16), a2);
+            a3 = _mm256_fmadd_ps(wj, _mm256_loadu_ps(vj + 24), a3);
+        }
+        _mm256_storeu_ps(o + d, a0);
+        _mm256_storeu_ps(o + d + 8, a1);
+        _mm256_storeu_ps(o + d + 16, a2);
+        _mm256_storeu_ps(o + d + 24, a3);
+    }
+#endif
+    for (; d < n; ++d) {
+        float acc = 0.0f;
+        for (int j = 0; j < n_keys; ++j) acc += w[j] * v[static_cast<size_t>(j) * ldv + d];
+        o[d] = acc;
+    }
 }
 
 }  // namespace
@@ -84,18 +128,19 @@ void attention(const float* q, const float* k, const float* v, const AttentionSh
         const int n_keys = s.n_keys0 + t;
         const float* qh = q + static_cast<size_t>(t) * s.ldq + h * hs;
         float* o = out + static_cast<size_t>(t) * C + h * hs;
-        std::fill(o, o + hs, 0.0f);
-        if (n_keys == 0) return;
-        float* w = scores + static_cast<size_t>(thread) * scores_ld;
-        float mx = -INFINITY;
-        for (int j = 0; j < n_keys; ++j) {
-            w[j] = dot(qh, k + static_cast<size_t>(j) * C + h * hs, hs) * s.scale;
-            mx = std::max(mx, w[j]);
+        if (n_keys == 0) {
+            std::fill(o, o + hs, 0.0f);
+            return;
         }
+        float* w = scores + static_cast<size_t>(thread) * scores_ld;
+        scores_of(qh, k + h * hs, C, n_keys, hs, s.scale, w);
+        float mx = -INFINITY;
+        for (int j = 0; j < n_keys; ++j) mx = std::max(mx, w[j]);
         float sum = 0.0f;
         for (int j = 0; j < n_keys; ++j) sum += (w[j] = std::exp(w[j] - mx));
         const float inv = 1.0f / sum;
-        for (int j = 0; j < n_keys; ++j) axpy(w[j] * inv, v + static_cast<size_t>(j) * C + h * hs, o, hs);
+        for (int j = 0; j < n_keys; ++j) w[j] *= inv;
+        weighted_sum(w, v + h * hs, C, n_keys, o, hs);
     });
 }
 
