@@ -1,6 +1,8 @@
 // Reading torch.save zip checkpoints, safetensors files and nanoGPT's meta.pkl.
 #include "converter/checkpoint.h"
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
@@ -26,6 +28,8 @@ constexpr uint64_t kMaxPickleBytes = uint64_t{256} << 20;
 constexpr uint64_t kMaxStorageBytes = uint64_t{16} << 30;
 constexpr uint64_t kMaxMetaBytes = uint64_t{64} << 20;
 constexpr int kMaxJsonDepth = 32;
+constexpr size_t kMaxJsonValues = size_t{1} << 16;  // model_args holds a few dozen values
+constexpr size_t kMaxJsonBytes = size_t{1} << 20;   // and a few hundred bytes of text
 constexpr uint64_t kCap = uint64_t{1} << 62;  // saturation point for element counts
 
 // "U+0041".
@@ -33,6 +37,15 @@ std::string code_point_name(uint32_t cp) {
     char buf[16];
     std::snprintf(buf, sizeof buf, "U+%04X", static_cast<unsigned>(cp));
     return buf;
+}
+
+// Only regular files are read: a directory reads as empty, and a device (/dev/zero) or a
+// FIFO never ends or cannot be sized, which gave misleading messages or no end at all.
+void require_regular_file(const std::string& path) {
+    struct stat st {};
+    if (::stat(path.c_str(), &st) != 0) fail(path, ": cannot open (", std::strerror(errno), ")");
+    if (S_ISDIR(st.st_mode)) fail(path, ": is a directory, not a file");
+    if (!S_ISREG(st.st_mode)) fail(path, ": not a regular file");
 }
 
 // Reads up to `n` bytes from the start of `path` (fewer when the file is shorter).
@@ -125,8 +138,20 @@ SourceTensor materialize(const std::string& path, const std::string& name, const
     return out;
 }
 
-nlohmann::ordered_json to_json(const std::string& path, const std::string& key, const Value& v, int depth) {
+// What to_json has converted so far. Shared references (memo) make the pickle a graph whose
+// tree can be exponentially larger than the pickle ("billion laughs"), so both are bounded.
+struct JsonBudget {
+    size_t values = 0;
+    size_t bytes = 0;  // of strings and keys
+};
+
+nlohmann::ordered_json to_json(const std::string& path, const std::string& key, const Value& v, int depth,
+                               JsonBudget& budget) {
     if (depth > kMaxJsonDepth) fail(path, ": model_args entry '", printable(key), "' is nested too deeply");
+    budget.bytes += v.text.size() + key.size();
+    if (++budget.values > kMaxJsonValues || budget.bytes > kMaxJsonBytes) {
+        fail(path, ": model_args holds more than ", kMaxJsonValues, " values or ", kMaxJsonBytes, " bytes of text");
+    }
     switch (v.kind) {
         case Kind::None: return nullptr;
         case Kind::Bool: return v.boolean;
@@ -136,14 +161,14 @@ nlohmann::ordered_json to_json(const std::string& path, const std::string& key, 
         case Kind::Tuple:
         case Kind::List: {
             nlohmann::ordered_json a = nlohmann::ordered_json::array();
-            for (const Value* x : v.items) a.push_back(to_json(path, key, *x, depth + 1));
+            for (const Value* x : v.items) a.push_back(to_json(path, key, *x, depth + 1, budget));
             return a;
         }
         case Kind::Dict: {
             nlohmann::ordered_json o = nlohmann::ordered_json::object();
             for (const auto& [k, x] : v.entries) {
                 if (k->kind != Kind::Str) fail(path, ": model_args entry '", printable(key), "' has a non-string key");
-                o[k->text] = to_json(path, k->text, *x, depth + 1);
+                o[k->text] = to_json(path, k->text, *x, depth + 1, budget);
             }
             return o;
         }
@@ -190,7 +215,8 @@ Checkpoint read_torch_zip(const std::string& path) {
         if (model->kind != Kind::Dict) fail(path, ": checkpoint's \"model\" entry is a ", pickle::kind_name(model->kind), ", not a state_dict");
         if (const Value* args = root.get("model_args")) {
             if (args->kind != Kind::Dict) fail(path, ": checkpoint's \"model_args\" is a ", pickle::kind_name(args->kind), ", not a dict");
-            ckpt.model_args_json = to_json(path, "model_args", *args, 0)
+            JsonBudget budget;
+            ckpt.model_args_json = to_json(path, "model_args", *args, 0, budget)
                                        .dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
         }
     } else {
@@ -232,6 +258,7 @@ const char* source_dtype_name(SourceDType d) {
 }
 
 Checkpoint read_checkpoint(const std::string& path) {
+    require_regular_file(path);
     const std::vector<uint8_t> head = read_head(path, 16);
     if (head.size() >= 4 && head[0] == 'P' && head[1] == 'K' && head[2] == 3 && head[3] == 4) {
         return read_torch_zip(path);
@@ -245,6 +272,7 @@ Checkpoint read_checkpoint(const std::string& path) {
 }
 
 std::vector<uint32_t> read_meta_pkl(const std::string& path) {
+    require_regular_file(path);
     std::vector<uint8_t> bytes;
     {
         std::ifstream in(path, std::ios::binary | std::ios::ate);

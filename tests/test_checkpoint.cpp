@@ -191,6 +191,17 @@ TEST_CASE("checkpoint: bad inputs are refused with a message naming the file and
                          Contains("itos[1] = 'bc' is not exactly one Unicode code point"), ember::Error);
     // A checkpoint is not a meta.pkl.
     CHECK_THROWS_AS(read_meta_pkl(kReader + "views.pt"), ember::Error);
+    // Only regular files: a directory used to read as "not a checkpoint" or a meta.pkl "of
+    // implausible size", and /dev/zero as a pickle without STOP.
+    CHECK_THROWS_WITH_AS(read_checkpoint("tests/fixtures/bad"), Contains("tests/fixtures/bad: is a directory"),
+                         ember::Error);
+    CHECK_THROWS_WITH_AS(read_meta_pkl("tests/fixtures/bad"), Contains("tests/fixtures/bad: is a directory"),
+                         ember::Error);
+    CHECK_THROWS_WITH_AS(read_meta_pkl("/dev/zero"), Contains("/dev/zero: not a regular file"), ember::Error);
+    // model_args whose memo references make a tree of 2^31 values from 554 bytes: refused
+    // at once, not expanded until memory runs out.
+    CHECK_THROWS_WITH_AS(read_checkpoint(kBad + "model_args_laughs.pt"),
+                         Contains("model_args_laughs.pt: model_args holds more than 65536 values"), ember::Error);
 }
 
 TEST_CASE("unpickler: malformed pickles give errors, never crashes") {

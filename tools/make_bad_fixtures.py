@@ -126,6 +126,8 @@ def main():
 
     write(os.path.join(BAD, 'whole_module.pt'), saved(torch.nn.Linear(2, 2)))
 
+    write(os.path.join(BAD, 'model_args_laughs.pt'), model_args_laughs_zip())
+
     square = saved({'w': torch.arange(16, dtype=torch.float32).reshape(4, 4)})
     write(os.path.join(BAD, 'short_storage.pt'),
           rezip(square, lambda n, c: c[:32] if n.endswith('/data/0') else c))
@@ -151,6 +153,21 @@ def main():
     nano = torch.load(os.path.join(fixtures, 'nanogpt', 'ckpt.pt'))
     nano = {'model': nano['model'], 'model_args': dict(nano['model_args'], n_head=3)}
     write(os.path.join(BAD, 'nanogpt_n_head_3.pt'), saved(nano))
+
+
+def model_args_laughs_zip():
+    """{'model': {}, 'model_args': {'x': L30}} where L0 = [] and Lk = [Lk-1, Lk-1] through the
+    memo: 2^31 values as a tree from a pickle of a few hundred bytes ("billion laughs")."""
+    pkl = b'\x80\x02}(X\x05\x00\x00\x00model}X\x0a\x00\x00\x00model_args}X\x01\x00\x00\x00x'
+    pkl += b']q\x000'
+    for k in range(1, 31):
+        pkl += b'(h' + bytes([k - 1]) + b'h' + bytes([k - 1]) + b'lq' + bytes([k]) + b'0'
+    pkl += b'h\x1esu.'
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, 'w', zipfile.ZIP_STORED) as z:
+        z.writestr('archive/data.pkl', pkl)
+        z.writestr('archive/version', '3\n')
+    return out.getvalue()
 
 
 def rezip_with(data, name, content):
