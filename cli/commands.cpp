@@ -13,18 +13,11 @@
 #include "runtime/eval.h"
 #include "runtime/model.h"
 #include "runtime/tokenizer.h"
+#include "runtime/utf8.h"
 
 namespace ember::cli {
 
 namespace {
-
-std::string read_text(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) fail(path, ": cannot open");
-    std::ostringstream ss;
-    ss << in.rdbuf();
-    return ss.str();
-}
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -70,7 +63,12 @@ int cmd_info(const std::string& model_path) {
     const MemoryPlan ev = plan_memory(*model, threads, true);
     std::printf("weights: %zu bytes; arena: %zu bytes to generate, %zu bytes to eval (%d threads)\n", model->weight_bytes(),
                 gen.total, ev.total, threads);
-    return model->checksum_ok() ? 0 : 1;
+    if (!model->checksum_ok()) {
+        std::fflush(stdout);
+        std::fprintf(stderr, "ember: error: %s: checksum mismatch over the data section (file corrupted)\n", printable(model_path, 200).c_str());
+        return 1;
+    }
+    return 0;
 }
 
 int cmd_generate(const GenerateArgs& a) {
@@ -103,8 +101,12 @@ int cmd_generate(const GenerateArgs& a) {
 int cmd_eval(const EvalArgs& a) {
     auto model = Model::open(a.model);
     const CharTokenizer tok(model->code_points());
-    const std::vector<int> ids = tok.encode(read_text(a.text), a.text);
+    const std::vector<int> ids = tok.encode(read_text_file(a.text), printable(a.text, 200));
     const int64_t start = a.split == "val" ? val_split_start(static_cast<int64_t>(ids.size())) : 0;
+    if (ids.size() - start < 2) {
+        fail(printable(a.text, 200), ": the ", a.split == "val" ? "validation split (last 10%)" : "text", " holds ",
+             ids.size() - start, " tokens; eval needs at least 2");
+    }
     SessionOptions so;
     so.threads = a.threads;
     so.all_logits = true;

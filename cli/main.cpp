@@ -9,6 +9,10 @@
 
 using namespace ember;
 
+namespace {
+constexpr int kMaxThreads = 256;
+}
+
 int main(int argc, char** argv) {
     CLI::App app{"ember: small GPT language models on the edge"};
     app.require_subcommand(1);
@@ -33,29 +37,41 @@ int main(int argc, char** argv) {
     auto* g = app.add_subcommand("generate", "generate text, streamed to stdout");
     g->add_option("-m,--model", gen.model, ".ember file")->required();
     g->add_option("-p,--prompt", gen.prompt, "prompt text (default: start from id 0, as the lecture does)");
-    g->add_option("-n", gen.n, "new tokens")->capture_default_str()->check(CLI::NonNegativeNumber);
+    g->add_option("-n", gen.n, "new tokens")->capture_default_str()->check(CLI::Range(0, 1 << 30));
     g->add_option("--temperature", gen.sampler.temperature, "0 = greedy")->capture_default_str();
     g->add_option("--top-k", gen.sampler.top_k, "keep the k most likely (0 = off)")->capture_default_str();
     g->add_option("--top-p", gen.sampler.top_p, "nucleus mass (1 = off)")->capture_default_str();
     g->add_option("--seed", gen.sampler.seed, "sampling seed")->capture_default_str();
     g->add_option("--context", gen.context, "exact | shift | ring")->capture_default_str();
-    g->add_option("--threads", gen.threads, "0 = all cores")->capture_default_str();
+    g->add_option("--threads", gen.threads, "0 = all cores")->capture_default_str()->check(CLI::Range(0, kMaxThreads));
 
     cli::EvalArgs ev;
     auto* e = app.add_subcommand("eval", "mean cross-entropy (nats/token) on a text");
     e->add_option("-m,--model", ev.model, ".ember file")->required();
     e->add_option("--text", ev.text, "UTF-8 text file")->required();
     e->add_option("--split", ev.split, "val (last 10% of tokens) | all")->capture_default_str()->check(CLI::IsMember({"val", "all"}));
-    e->add_option("--threads", ev.threads, "0 = all cores")->capture_default_str();
+    e->add_option("--threads", ev.threads, "0 = all cores")->capture_default_str()->check(CLI::Range(0, kMaxThreads));
 
     cli::BenchArgs be;
     auto* b = app.add_subcommand("bench", "prefill and decode tokens/s");
     b->add_option("-m,--model", be.model, ".ember file")->required();
-    b->add_option("--threads", be.threads, "0 = all cores")->capture_default_str();
+    b->add_option("--threads", be.threads, "0 = all cores")->capture_default_str()->check(CLI::Range(0, kMaxThreads));
     b->add_option("--runs", be.runs, "runs per figure (median)")->capture_default_str()->check(CLI::PositiveNumber);
     b->add_flag("--json", be.json, "print one JSON line");
 
-    CLI11_PARSE(app, argc, argv);
+    try {
+        app.parse(argc, argv);
+    } catch (const CLI::CallForHelp& e) {
+        return app.exit(e);
+    } catch (const CLI::CallForAllHelp& e) {
+        return app.exit(e);
+    } catch (const CLI::ParseError& e) {
+        // One line, as every other error: the first line of CLI11's message.
+        std::string msg = e.what();
+        msg = msg.substr(0, msg.find('\n'));
+        std::fprintf(stderr, "ember: error: %s (see ember --help)\n", msg.c_str());
+        return 1;
+    }
     try {
         if (*c) {
             conv.write.dtype = convert::parse_dtype(dtype);

@@ -7,6 +7,7 @@
 #include <set>
 
 #include "runtime/error.h"
+#include "runtime/utf8.h"
 
 namespace ember::convert {
 
@@ -72,7 +73,10 @@ int count_indexed(const TensorMap& t, const std::regex& re) {
     std::set<int> seen;
     std::smatch m;
     for (const auto& kv : t) {
-        if (std::regex_search(kv.first, m, re)) seen.insert(std::stoi(m[1]));
+        if (std::regex_search(kv.first, m, re)) {
+            if (m[1].length() > 4) return -1;  // an index past 9999: no such model
+            seen.insert(std::stoi(m[1]));
+        }
     }
     for (int i = 0; i < static_cast<int>(seen.size()); ++i) {
         if (!seen.count(i)) return -i - 1;  // a gap: index i missing
@@ -104,7 +108,7 @@ void finish(TensorMap& t, CanonicalModel& out, const std::string& what) {
             ++it;
         }
     }
-    if (!t.empty()) fail(what, ": unexpected tensor '", t.begin()->first, "' for a ", arch_name(out.config.arch), " checkpoint");
+    if (!t.empty()) fail(what, ": unexpected tensor '", printable(t.begin()->first), "' for a ", arch_name(out.config.arch), " checkpoint");
 }
 
 CanonicalModel map_gptpy(TensorMap& t, const std::string& what, CanonicalModel out) {
@@ -244,7 +248,7 @@ CanonicalModel to_canonical(Checkpoint&& ckpt, ArchChoice arch, const std::strin
             arch = ArchChoice::NanoGPT;
         } else {
             fail(what, ": neither a gpt.py state_dict (token_embedding_table.weight) nor a nanoGPT one (transformer.wte.weight)",
-                 t.empty() ? " (no tensors)" : "; first key is '" + t.begin()->first + "'");
+                 t.empty() ? " (no tensors)" : "; first key is '" + printable(t.begin()->first) + "'");
         }
     }
     if (arch == ArchChoice::GptPy) return map_gptpy(t, what, std::move(out));

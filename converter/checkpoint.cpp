@@ -12,7 +12,7 @@
 
 #include "converter/safetensors.h"
 #include "converter/source_values.h"
-#include "converter/text_util.h"
+#include "runtime/utf8.h"
 #include "converter/unpickler.h"
 #include "converter/zip_archive.h"
 #include "runtime/error.h"

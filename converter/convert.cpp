@@ -24,12 +24,8 @@ std::string base_name(const std::string& p) {
 }  // namespace
 
 std::vector<uint32_t> vocab_from_text(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) fail(path, ": cannot open the vocabulary text");
-    std::ostringstream ss;
-    ss << in.rdbuf();
-    const std::string text = ss.str();
-    if (text.empty()) fail(path, ": the vocabulary text is empty");
+    const std::string text = read_text_file(path);
+    if (text.empty()) fail(printable(path, 200), ": the vocabulary text is empty");
     const auto cps = utf8_decode(text, path);
     const std::set<uint32_t> uniq(cps.begin(), cps.end());
     return {uniq.begin(), uniq.end()};
@@ -49,7 +45,7 @@ ConvertResult convert(const ConvertOptions& opts) {
         r.vocab_source = base_name(opts.meta) + " (meta.pkl)";
     }
     Checkpoint ckpt = read_checkpoint(opts.checkpoint);
-    CanonicalModel model = to_canonical(std::move(ckpt), opts.arch, opts.checkpoint);
+    CanonicalModel model = to_canonical(std::move(ckpt), opts.arch, printable(opts.checkpoint, 200));
     if (static_cast<int>(vocab.size()) != model.config.vocab_size) {
         fail("vocabulary from ", opts.vocab_text.empty() ? opts.meta : opts.vocab_text, " has ", vocab.size(),
              " characters but the checkpoint's wte has ", model.config.vocab_size, " rows: it is not the vocabulary this model was trained with");

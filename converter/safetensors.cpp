@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "converter/source_values.h"
-#include "converter/text_util.h"
+#include "runtime/utf8.h"
 #include "runtime/error.h"
 
 namespace ember::convert {

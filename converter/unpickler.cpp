@@ -5,7 +5,7 @@
 #include <cstring>
 #include <unordered_map>
 
-#include "converter/text_util.h"
+#include "runtime/utf8.h"
 #include "runtime/error.h"
 
 namespace ember::convert::pickle {

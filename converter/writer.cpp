@@ -5,6 +5,7 @@
 #include <xxhash.h>
 
 #include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 
@@ -101,6 +102,9 @@ WriteReport write_ember(const CanonicalModel& model, const std::vector<uint32_t>
         r.shape = t.shape;
         r.source_dtype = source_dtype_name(t.source_dtype);
         const size_t n = t.values.size();
+        for (size_t i = 0; i < n; ++i) {
+            if (!std::isfinite(t.values[i])) fail("tensor '", t.name, "' (", t.source, ") element ", i, " is ", t.values[i], ": weights must be finite");
+        }
         restored.resize(n);
         const bool matrix = t.shape.size() == 2;
         const WeightDType dt = matrix ? opts.dtype : WeightDType::F32;
@@ -110,6 +114,11 @@ WriteReport write_ember(const CanonicalModel& model, const std::vector<uint32_t>
             p.data_offset = append_aligned(data, t.values.data(), p.data_size);
             restored = t.values;
         } else if (dt == WeightDType::F16) {
+            for (size_t i = 0; i < n; ++i) {
+                if (std::fabs(t.values[i]) > 65504.0f) {
+                    fail("tensor '", t.name, "' element ", i, " is ", t.values[i], ", past f16's largest value 65504: convert with --dtype f32 or int8");
+                }
+            }
             const auto h = to_f16(t.values.data(), n);
             p.dtype = fb::DType::F16;
             p.data_size = n * 2;

@@ -2,7 +2,7 @@
 
 #include <zip.h>
 
-#include "converter/text_util.h"
+#include "runtime/utf8.h"
 #include "runtime/error.h"
 
 namespace ember::convert {

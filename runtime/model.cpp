@@ -14,6 +14,7 @@
 
 #include "ember_generated.h"
 #include "runtime/error.h"
+#include "runtime/utf8.h"
 
 namespace ember {
 
@@ -55,20 +56,20 @@ std::unique_ptr<Model> Model::open(const std::string& path, bool require_checksu
     std::unique_ptr<Model> m(new Model());
     m->path_ = path;
     const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) fail(path, ": cannot open: ", std::strerror(errno));
+    if (fd < 0) fail(printable(path, 200), ": cannot open: ", std::strerror(errno));
     struct stat st {};
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
         ::close(fd);
-        fail(path, ": not a regular file");
+        fail(printable(path, 200), ": not a regular file");
     }
     m->size_ = static_cast<size_t>(st.st_size);
     if (m->size_ < 16) {
         ::close(fd);
-        fail(path, ": ", m->size_, " bytes is too short for an .ember file");
+        fail(printable(path, 200), ": ", m->size_, " bytes is too short for an .ember file");
     }
     void* p = mmap(nullptr, m->size_, PROT_READ, MAP_PRIVATE, fd, 0);
     ::close(fd);
-    if (p == MAP_FAILED) fail(path, ": mmap failed: ", std::strerror(errno));
+    if (p == MAP_FAILED) fail(printable(path, 200), ": mmap failed: ", std::strerror(errno));
     m->base_ = static_cast<const uint8_t*>(p);
     m->verify_and_view(require_checksum);
     return m;
@@ -94,7 +95,7 @@ std::string Model::provenance() const {
 }
 
 void Model::verify_and_view(bool require_checksum) {
-    const std::string& f = path_;
+    const std::string f = printable(path_, 200);
     uint32_t fb_size = 0;
     std::memcpy(&fb_size, base_, 4);
     if (fb_size < 8 || fb_size > size_ - 4) {
@@ -199,8 +200,9 @@ void Model::verify_and_view(bool require_checksum) {
     };
     std::map<std::string, Found> found;
     for (const fb::Tensor* t : *fm->tensors()) {
-        const std::string name = t->name()->str();
-        auto it = expected.find(name);
+        const std::string raw_name = t->name()->str();
+        const std::string name = printable(raw_name);
+        auto it = expected.find(raw_name);
         if (it == expected.end()) fail(f, ": tensor '", name, "' is not part of a ", arch_name(cfg.arch), " model (or is not expected by this configuration)");
         if (found.count(name)) fail(f, ": tensor '", name, "' appears twice");
         const Expected& e = it->second;
@@ -244,6 +246,12 @@ void Model::verify_and_view(bool require_checksum) {
             bytes += t->scales_size();
         } else {
             v.type = dt == fb::DType::F32 ? kernels::WType::F32 : kernels::WType::F16;
+            const uint64_t n = rows * cols;
+            for (uint64_t i = 0; i < n; ++i) {
+                const bool finite = dt == fb::DType::F32 ? std::isfinite(static_cast<const float*>(v.data)[i])
+                                                         : (static_cast<const uint16_t*>(v.data)[i] & 0x7c00u) != 0x7c00u;
+                if (!finite) fail(f, ": tensor '", name, "' element ", i, " is not a finite number");
+            }
         }
         found[name] = {v};
         std::vector<uint32_t> shape32(shape.begin(), shape.end());

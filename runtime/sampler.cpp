@@ -34,6 +34,7 @@ int Sampler::sample(const float* logits) {
         for (int i = 0; i < V; ++i) {
             if (logits[i] >= kth) ids_[n++] = i;
         }
+        if (n == 0) return static_cast<int>(std::max_element(logits, logits + V) - logits);  // NaN logits
     }
     // Softmax over the candidates at the temperature.
     float mx = -INFINITY;

@@ -26,6 +26,13 @@ namespace {
 
 size_t align_up(size_t n) { return (n + kDataAlignment - 1) / kDataAlignment * kDataAlignment; }
 
+constexpr int kMaxThreads = 256;
+
+int session_threads(int requested) {
+    if (requested < 0 || requested > kMaxThreads) fail("threads ", requested, " is outside [0, ", kMaxThreads, "] (0 = all cores)");
+    return requested > 0 ? requested : kernels::ThreadPool::default_threads();
+}
+
 int max_groups(const kernels::WeightView& w, int cur) {
     return w.type == kernels::WType::I8 ? std::max(cur, w.groups_per_row()) : cur;
 }
@@ -74,7 +81,7 @@ MemoryPlan plan_memory(const Model& model, int threads, bool all_logits) {
 Session::Session(const Model& model, const SessionOptions& opts)
     : model_(model),
       opts_(opts),
-      pool_(opts.threads > 0 ? opts.threads : kernels::ThreadPool::default_threads()) {
+      pool_(session_threads(opts.threads)) {
     plan_ = plan_memory(model, pool_.size(), opts.all_logits);
     arena_ = static_cast<uint8_t*>(std::aligned_alloc(kDataAlignment, plan_.total));
     if (!arena_) fail("cannot allocate the ", plan_.total, "-byte arena for ", model.path());

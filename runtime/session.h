@@ -26,7 +26,7 @@ ContextPolicy parse_context_policy(const std::string& s);  // throws ember::Erro
 const char* context_policy_name(ContextPolicy p);
 
 struct SessionOptions {
-    int threads = 0;                  // 0 = all cores
+    int threads = 0;                  // 0 = all cores; at most 256
     ContextPolicy policy = ContextPolicy::Exact;
     bool all_logits = false;          // plan [S, V] logits for forward_window (eval)
 };

@@ -1,6 +1,12 @@
 #include "runtime/utf8.h"
 
+#include <sys/stat.h>
+
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <sstream>
 
 #include "runtime/error.h"
 
@@ -83,6 +89,50 @@ std::string describe_code_point(uint32_t cp) {
     char buf[4];
     const int n = utf8_encode(cp, buf);
     return "'" + std::string(buf, n) + "' (" + hex + ")";
+}
+
+std::string read_text_file(const std::string& path, size_t max_bytes) {
+    struct stat st {};
+    if (::stat(path.c_str(), &st) != 0) fail(printable(path, 200), ": cannot open: ", std::strerror(errno));
+    if (S_ISDIR(st.st_mode)) fail(printable(path, 200), ": is a directory, not a text file");
+    if (!S_ISREG(st.st_mode)) fail(printable(path, 200), ": not a regular file");
+    if (static_cast<uint64_t>(st.st_size) > max_bytes) {
+        fail(printable(path, 200), ": ", st.st_size, " bytes is more than the ", max_bytes, " a text may have");
+    }
+    std::ifstream in(path, std::ios::binary);
+    if (!in) fail(printable(path, 200), ": cannot open");
+    std::ostringstream ss;
+    ss << in.rdbuf();
+    if (in.bad()) fail(printable(path, 200), ": read error");
+    return ss.str();
+}
+
+bool decode_single_code_point(std::string_view s, uint32_t& cp) {
+    size_t pos = 0;
+    uint32_t v = 0;
+    if (!utf8_next(s, pos, v) || pos != s.size()) return false;
+    cp = v;
+    return true;
+}
+
+std::string printable(std::string_view s, size_t max_len) {
+    static const char* hex = "0123456789abcdef";
+    std::string out;
+    for (size_t i = 0; i < s.size(); ++i) {
+        if (i == max_len) {
+            out += "...";
+            break;
+        }
+        const auto c = static_cast<unsigned char>(s[i]);
+        if (c >= 0x20 && c < 0x7f && c != '\\') {
+            out += static_cast<char>(c);
+        } else {
+            out += "\\x";
+            out += hex[c >> 4];
+            out += hex[c & 15];
+        }
+    }
+    return out;
 }
 
 }  // namespace ember

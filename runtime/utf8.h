@@ -1,4 +1,4 @@
-// UTF-8 (RFC 3629) decoding and encoding of Unicode scalar values. Decoding is strict:
+// Reading text files, and UTF-8 (RFC 3629) decoding and encoding of Unicode scalar values. Decoding is strict:
 // overlong forms, surrogates, values past U+10FFFF and truncated sequences are errors.
 #pragma once
 
@@ -23,5 +23,16 @@ int utf8_encode(uint32_t cp, char out[4]);
 
 // "'a' (U+0061)", or "U+000A" alone for control characters.
 std::string describe_code_point(uint32_t cp);
+
+// When s is exactly one Unicode scalar value in well-formed UTF-8, stores it in cp.
+bool decode_single_code_point(std::string_view s, uint32_t& cp);
+
+// Untrusted text (a tensor name, a key, a path) made safe for a one-line message: bytes
+// outside printable ASCII and the backslash become \xNN; past max_len it is cut, "...".
+std::string printable(std::string_view s, size_t max_len = 80);
+
+// The bytes of a regular file of at most max_bytes (directories, devices and larger files
+// are refused). Throws ember::Error naming the path.
+std::string read_text_file(const std::string& path, size_t max_bytes = size_t(1) << 30);
 
 }  // namespace ember

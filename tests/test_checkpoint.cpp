@@ -13,7 +13,8 @@
 #include <vector>
 
 #include "converter/checkpoint.h"
-#include "converter/text_util.h"
+#include "runtime/utf8.h"
+#include "test_util.h"
 #include "converter/unpickler.h"
 #include "converter/zip_archive.h"
 #include "runtime/error.h"
@@ -26,15 +27,10 @@ using ember::convert::SourceTensor;
 
 namespace {
 
-std::string shared_dir() {
-    const char* env = std::getenv("EMBER_SHARED_DIR");
-    return env != nullptr && *env != '\0' ? env : "../shared";
-}
+std::string real_dir() { return ember::test::shared_dir() + "/data/real-nanogpt/"; }
 
-std::string real_dir() { return shared_dir() + "/data/real-nanogpt/"; }
-
-const std::string kReader = "tests/fixtures/reader/";
-const std::string kBad = "tests/fixtures/bad/";
+const std::string kReader = ember::test::fixture("reader/");
+const std::string kBad = ember::test::fixture("bad/");
 
 bool exists(const std::string& path) { return std::ifstream(path).good(); }
 
@@ -193,9 +189,9 @@ TEST_CASE("checkpoint: bad inputs are refused with a message naming the file and
     CHECK_THROWS_AS(read_meta_pkl(kReader + "views.pt"), ember::Error);
     // Only regular files: a directory used to read as "not a checkpoint" or a meta.pkl "of
     // implausible size", and /dev/zero as a pickle without STOP.
-    CHECK_THROWS_WITH_AS(read_checkpoint("tests/fixtures/bad"), Contains("tests/fixtures/bad: is a directory"),
+    CHECK_THROWS_WITH_AS(read_checkpoint(ember::test::fixture("bad")), Contains("tests/fixtures/bad: is a directory"),
                          ember::Error);
-    CHECK_THROWS_WITH_AS(read_meta_pkl("tests/fixtures/bad"), Contains("tests/fixtures/bad: is a directory"),
+    CHECK_THROWS_WITH_AS(read_meta_pkl(ember::test::fixture("bad")), Contains("tests/fixtures/bad: is a directory"),
                          ember::Error);
     CHECK_THROWS_WITH_AS(read_meta_pkl("/dev/zero"), Contains("/dev/zero: not a regular file"), ember::Error);
     // model_args whose memo references make a tree of 2^31 values from 554 bytes: refused
@@ -261,8 +257,8 @@ TEST_CASE("unpickler: every truncation and many byte flips of the real data.pkl 
     }
 }
 
-TEST_CASE("text_util: strict UTF-8 single code points") {
-    using ember::convert::decode_single_code_point;
+TEST_CASE("utf8: strict UTF-8 single code points") {
+    using ember::decode_single_code_point;
     uint32_t cp = 0;
     CHECK((decode_single_code_point("a", cp) && cp == 'a'));
     CHECK((decode_single_code_point("\xc3\xa9", cp) && cp == 0xe9));
@@ -274,5 +270,5 @@ TEST_CASE("text_util: strict UTF-8 single code points") {
     CHECK_FALSE(decode_single_code_point("\xf4\x90\x80\x80", cp));  // > U+10FFFF
     CHECK_FALSE(decode_single_code_point("\x80", cp));
     CHECK_FALSE(decode_single_code_point("\xc3", cp));
-    CHECK(ember::convert::printable("a\nb") == "a\\x0ab");
+    CHECK(ember::printable("a\nb") == "a\\x0ab");
 }

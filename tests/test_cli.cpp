@@ -5,6 +5,8 @@
 #include <sys/wait.h>
 
 #include <cstdio>
+#include <cstring>
+#include <limits>
 #include <filesystem>
 #include <string>
 
@@ -77,6 +79,40 @@ TEST_CASE("ember convert refuses bad checkpoints and vocabularies, leaving no fi
         check_refused(ember_cli("convert " + c.args + out, dir), c.what);
         check_no_output(dir);
     }
+}
+
+TEST_CASE("ember convert refuses non-finite weights; f16 refuses values past its range") {
+    ember::test::TempDir dir;
+    // gptpy/model.safetensors with lm_head.bias[0] set to NaN, then lm_head.weight[0] to 1e6.
+    std::string bytes = ember::test::read_file(fixture("gptpy/model.safetensors"));
+    uint64_t header_len = 0;
+    std::memcpy(&header_len, bytes.data(), 8);
+    const auto header = nlohmann::json::parse(bytes.substr(8, header_len));
+    const size_t at = 8 + header_len + header["lm_head.bias"]["data_offsets"][0].get<size_t>();
+    const size_t at_w = 8 + header_len + header["lm_head.weight"]["data_offsets"][0].get<size_t>();
+    const std::string out = " -o " + q(dir.file("out.ember")) + " --vocab-text " + q(fixture("gptpy/vocab.txt"));
+    const float nan = std::numeric_limits<float>::quiet_NaN(), big = 1e6f;
+    std::memcpy(&bytes[at], &nan, 4);
+    ember::test::write_file(dir.file("nan.safetensors"), bytes);
+    check_refused(ember_cli("convert " + q(dir.file("nan.safetensors")) + out, dir), "tensor 'lm_head.bias' (lm_head.bias) element 0 is nan");
+    bytes = ember::test::read_file(fixture("gptpy/model.safetensors"));
+    std::memcpy(&bytes[at_w], &big, 4);
+    ember::test::write_file(dir.file("big.safetensors"), bytes);
+    check_refused(ember_cli("convert " + q(dir.file("big.safetensors")) + out + " --dtype f16", dir), "past f16's largest value 65504");
+    std::remove(dir.file("nan.safetensors").c_str());
+    std::remove(dir.file("big.safetensors").c_str());
+    check_no_output(dir);
+}
+
+TEST_CASE("ember: bad option values give one line and exit 1") {
+    ember::test::TempDir dir;
+    check_refused(ember_cli("generate -m x.ember -n -1", dir), "-n: Value -1 not in range");
+    check_refused(ember_cli("generate -m x.ember --threads 100000", dir), "--threads");
+    check_refused(ember_cli("generate -m x.ember --bogus", dir), "--bogus");
+    check_refused(ember_cli("generate -n 3", dir), "--model is required");
+    check_refused(ember_cli("convert " + q(fixture("gptpy/model.pt")) + " --vocab-text " + q(dir.path()) + " -o " + q(dir.file("o.ember")), dir),
+                  "is a directory");
+    check_refused(ember_cli("generate -m " + q(dir.path()) + " -n 3", dir), "not a regular file");
 }
 
 TEST_CASE("ember generate and info on good and bad models and options") {

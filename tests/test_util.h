@@ -16,7 +16,7 @@ inline std::string fixture(const std::string& rel) { return source_dir() + "/tes
 // ../shared beside the repository, or $EMBER_SHARED_DIR.
 inline std::string shared_dir() {
     const char* env = std::getenv("EMBER_SHARED_DIR");
-    return env ? std::string(env) : source_dir() + "/../shared";
+    return env && *env ? std::string(env) : source_dir() + "/../shared";
 }
 
 inline nlohmann::json load_json(const std::string& path) {
