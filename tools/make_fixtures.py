@@ -95,6 +95,61 @@ def greedy(model, arch, block_size, prompt, new_tokens):
     return idx
 
 
+def greedy_shift(model, block_size, prompt, new_tokens):
+    """ember's `shift` policy as plain PyTorch: when the context is full, keep its newest half
+    (recomputed at positions 0..k-1, which a full forward of the kept tokens is), then append."""
+    seq, ctx = list(prompt), list(prompt)
+    for _ in range(new_tokens):
+        logits = forward_logits(model, 'gptpy', ctx)[-1]
+        nxt = int(np.argmax(logits.numpy()))
+        seq.append(nxt)
+        if len(ctx) == block_size:
+            ctx = ctx[-(block_size // 2):]
+        ctx.append(nxt)
+    return seq
+
+
+@torch.no_grad()
+def greedy_ring(model, block_size, prompt, new_tokens):
+    """ember's `ring` policy as plain PyTorch on the lecture model's modules: a KV cache of
+    block_size slots; token t goes to slot t % block_size at position min(t, block_size - 1)
+    and attends to every filled slot, whose K/V stay as computed when they were written."""
+    n_layer = len(model.blocks)
+    C = model.token_embedding_table.weight.shape[1]
+    kc = torch.zeros(n_layer, block_size, C)
+    vc = torch.zeros(n_layer, block_size, C)
+    seq = list(prompt)
+
+    def step(t):
+        tok = seq[t]
+        x = model.token_embedding_table.weight[tok] + model.position_embedding_table.weight[min(t, block_size - 1)]
+        slot = t % block_size
+        n_valid = min(t + 1, block_size)
+        for l, blk in enumerate(model.blocks):
+            h = blk.ln1(x)
+            heads = blk.sa.heads
+            hs = C // len(heads)
+            kc[l, slot] = torch.cat([hd.key(h) for hd in heads])
+            vc[l, slot] = torch.cat([hd.value(h) for hd in heads])
+            q = torch.cat([hd.query(h) for hd in heads])
+            outs = []
+            for i in range(len(heads)):
+                K = kc[l, :n_valid, i * hs:(i + 1) * hs]
+                V = vc[l, :n_valid, i * hs:(i + 1) * hs]
+                w = torch.softmax(K @ q[i * hs:(i + 1) * hs] * hs ** -0.5, dim=0)
+                outs.append(w @ V)
+            x = x + blk.sa.proj(torch.cat(outs))
+            x = x + blk.ffwd(blk.ln2(x))
+        return model.lm_head(model.ln_f(x))
+
+    for t in range(len(prompt) - 1):
+        step(t)
+    for _ in range(new_tokens):
+        logits = step(len(seq) - 1)
+        seq.append(int(np.argmax(logits.numpy())))
+    return seq
+
+
 def expected(model, arch, config, ids, eval_ids=None, new_tokens=None):
     model.eval()
     bs = config['block_size']
@@ -185,6 +240,12 @@ def make_gptpy(out_dir):
     write_safetensors(os.path.join(out_dir, 'model.safetensors'),
                       {k: v for k, v in sd.items() if not k.endswith('.tril')})
     exp = expected(model, 'gptpy', cfg, ids, eval_ids)
+    # The other two context policies, past block_size, computed by PyTorch.
+    n_new = exp['greedy']['new_tokens']
+    exp['greedy_shift'] = greedy_shift(model, cfg['block_size'], [0], n_new)
+    exp['greedy_ring'] = greedy_ring(model, cfg['block_size'], [0], n_new)
+    assert exp['greedy_shift'][:cfg['block_size'] + 1] == exp['greedy']['ids'][:cfg['block_size'] + 1]
+    assert exp['greedy_ring'][:cfg['block_size'] + 1] == exp['greedy']['ids'][:cfg['block_size'] + 1]
     write_json(os.path.join(out_dir, 'expected.json'), exp)
     summarize('gptpy', exp)
 
