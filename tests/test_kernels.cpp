@@ -1,6 +1,7 @@
 // Each CPU kernel against its plain reference on random data, with stated tolerances.
 #include <doctest/doctest.h>
 
+#include <atomic>
 #include <cmath>
 #include <random>
 #include <vector>
@@ -196,4 +197,31 @@ TEST_CASE("attention matches its reference for prefill spans and ring decode") {
     std::vector<float> out(C, 7.0f);
     attention(q.data(), k.data(), v.data(), s, out.data(), scores.data(), S, pool);
     for (float o : out) CHECK(o == 0.0f);
+}
+
+TEST_CASE("thread pool runs every task exactly once, on valid thread ids, over many dispatches") {
+    for (int threads : {1, 2, 3}) {
+        ThreadPool pool(threads);
+        CHECK(pool.size() == threads);
+        std::vector<std::atomic<int>> hits(1000);
+        for (int round = 0; round < 200; ++round) {
+            const int n = 1 + (round * 37) % 1000;
+            for (int i = 0; i < n; ++i) hits[i].store(0);
+            std::atomic<int> bad_thread{0};
+            pool.run(n, [&](int task, int thread) {
+                hits[task].fetch_add(1);
+                if (thread < 0 || thread >= threads) bad_thread.fetch_add(1);
+            });
+            int wrong = 0;
+            for (int i = 0; i < n; ++i) wrong += hits[i].load() != 1;
+            REQUIRE(wrong == 0);
+            REQUIRE(bad_thread.load() == 0);
+        }
+    }
+    // More tasks than one dispatch's ticket holds run in rounds.
+    ThreadPool pool(2);
+    std::atomic<long> sum{0};
+    const int n = ThreadPool::kMaxTasks + 5;
+    pool.run(n, [&](int task, int) { sum.fetch_add(task); });
+    CHECK(sum.load() == static_cast<long>(n) * (n - 1) / 2);
 }
