@@ -22,7 +22,7 @@ void attention_ref(const float* q, const float* k, const float* v, const Attenti
             float* o = out + static_cast<size_t>(t) * C + h * s.head_size;
             if (n_keys == 0) {
                 for (int d = 0; d < s.head_size; ++d) o[d] = 0.0f;
-                continue;
+                return;
             }
             double mx = -INFINITY;
             for (int j = 0; j < n_keys; ++j) {
@@ -122,7 +122,8 @@ void attention(const float* q, const float* k, const float* v, const AttentionSh
                float* scores, int scores_ld, ThreadPool& pool) {
     const int C = s.n_head * s.head_size;
     const int hs = s.head_size;
-    pool.run(s.T * s.n_head, [&](int item, int thread) {
+    // One (query, head) item: scores, softmax, weighted sum of v.
+    auto item_fn = [&](int item, int thread) {
         const int t = item / s.n_head;
         const int h = item % s.n_head;
         const int n_keys = s.n_keys0 + t;
@@ -141,7 +142,15 @@ void attention(const float* q, const float* k, const float* v, const AttentionSh
         const float inv = 1.0f / sum;
         for (int j = 0; j < n_keys; ++j) w[j] *= inv;
         weighted_sum(w, v + h * hs, C, n_keys, o, hs);
-    });
+    };
+    const int n_items = s.T * s.n_head;
+    if (s.T == 1) {  // decode: equal items, one contiguous range per thread
+        pool.parallel_for(n_items, 1, [&](int i0, int i1, int thread) {
+            for (int i = i0; i < i1; ++i) item_fn(i, thread);
+        });
+    } else {  // prefill: later queries see more keys, so items are claimed one by one
+        pool.run(n_items, item_fn);
+    }
 }
 
 }  // namespace ember::kernels

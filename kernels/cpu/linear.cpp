@@ -173,7 +173,7 @@ void quantize_row_i8(const float* x, int K, int group, int8_t* xq, float* xs) {
     }
 }
 
-constexpr int kRowsPerTask = 16;
+constexpr int kRowGrain = 4;  // rows of W per unit of work: the int8 kernel takes four at a time
 
 }  // namespace
 
@@ -181,22 +181,22 @@ void linear(const float* x, int T, const WeightView& w, const float* bias, float
             const LinearScratch& scratch, ThreadPool& pool) {
     const int N = w.rows;
     const int K = w.cols;
-    const int n_tasks = (N + kRowsPerTask - 1) / kRowsPerTask;
     if (w.type == WType::I8) {
         const int gpr = w.groups_per_row();
-        auto quantize = [&](int t, int) {
-            quantize_row_i8(x + static_cast<size_t>(t) * K, K, w.group_size,
-                            scratch.xq + static_cast<size_t>(t) * K, scratch.xs + static_cast<size_t>(t) * gpr);
+        auto quantize = [&](int t0, int t1, int) {
+            for (int t = t0; t < t1; ++t) {
+                quantize_row_i8(x + static_cast<size_t>(t) * K, K, w.group_size, scratch.xq + static_cast<size_t>(t) * K,
+                                scratch.xs + static_cast<size_t>(t) * gpr);
+            }
         };
         if (T >= 8) {
-            pool.run(T, quantize);
+            pool.parallel_for(T, 1, quantize);
         } else {
-            for (int t = 0; t < T; ++t) quantize(t, 0);
+            quantize(0, T, 0);
         }
         const int8_t* wq = static_cast<const int8_t*>(w.data);
-        pool.run(n_tasks, [&](int task, int) {
-            const int n_end = std::min(N, (task + 1) * kRowsPerTask);
-            int n = task * kRowsPerTask;
+        pool.parallel_for(N, kRowGrain, [&](int n_begin, int n_end, int) {
+            int n = n_begin;
 #ifdef EMBER_AVX2
             if (w.group_size % 32 == 0 && K % w.group_size == 0) {
                 for (; n + 4 <= n_end; n += 4) {
@@ -229,9 +229,8 @@ void linear(const float* x, int T, const WeightView& w, const float* bias, float
         });
         return;
     }
-    pool.run(n_tasks, [&](int task, int) {
-        const int n_end = std::min(N, (task + 1) * kRowsPerTask);
-        for (int n = task * kRowsPerTask; n < n_end; ++n) {
+    pool.parallel_for(N, kRowGrain, [&](int n_begin, int n_end, int) {
+        for (int n = n_begin; n < n_end; ++n) {
             const float b = bias ? bias[n] : 0.0f;
             for (int t = 0; t < T; ++t) {
                 const float* xt = x + static_cast<size_t>(t) * K;
