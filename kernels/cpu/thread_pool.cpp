@@ -13,8 +13,7 @@ namespace ember::kernels {
 
 namespace {
 
-constexpr int kTightSpins = 4096;
-constexpr int kSpinRounds = 200000;  // a fraction of a millisecond before a worker sleeps
+constexpr int kSpinRounds = 200000;  // about a millisecond of polling before a worker sleeps
 constexpr uint64_t kField = (1u << 20) - 1;
 
 uint32_t gen_of(uint64_t t) { return static_cast<uint32_t>(t >> 40); }
