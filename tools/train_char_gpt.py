@@ -25,7 +25,7 @@ def main():
     ap.add_argument('--n-embd', type=int, default=128)
     ap.add_argument('--block-size', type=int, default=128)
     ap.add_argument('--batch-size', type=int, default=32)
-    ap.add_argument('--iters', type=int, default=5000)
+    ap.add_argument('--iters', type=int, default=2500)
     ap.add_argument('--lr', type=float, default=2e-3)
     ap.add_argument('--min-lr', type=float, default=1e-4)
     ap.add_argument('--warmup', type=int, default=100)
