@@ -7,7 +7,7 @@
 #   bench/run.sh [--runs N]
 set -euo pipefail
 cd "$(dirname "$0")/.."
-runs=5
+runs=9
 [[ "${1:-}" == "--runs" ]] && runs=$2
 scripts/install-deps.sh --tools
 scripts/build.sh

@@ -47,6 +47,12 @@ int cmd_info(const std::string& model_path) {
     std::printf("config: n_layer %d, n_head %d, n_embd %d (head_size %d), block_size %d, vocab_size %d, ffn_hidden %d, ln_eps %g\n",
                 c.n_layer, c.n_head, c.n_embd, c.head_size(), c.block_size, c.vocab_size, c.ffn_hidden, c.ln_eps);
     std::printf("tokenizer: char, %zu code points\n", model->code_points().size());
+    std::string chars;
+    for (uint32_t cp : model->code_points()) {
+        char buf[4];
+        chars += cp == '\n' ? std::string("\\n") : cp < 0x20 || cp == 0x7f ? describe_code_point(cp) : std::string(buf, utf8_encode(cp, buf));
+    }
+    std::printf("characters: %s\n", chars.c_str());
     std::printf("source: %s\n", model->provenance().c_str());
     std::printf("%-22s %-14s %-5s %6s %10s\n", "tensor", "shape", "dtype", "group", "bytes");
     for (const auto& t : model->tensors()) {
@@ -103,7 +109,7 @@ int cmd_eval(const EvalArgs& a) {
     const int64_t start = a.split == "val" ? val_split_start(static_cast<int64_t>(ids.size())) : 0;
     if (ids.size() - start < 2) {
         fail(printable(a.text, 200), ": the ", a.split == "val" ? "validation split (last 10%)" : "text", " holds ",
-             ids.size() - start, " tokens; eval needs at least 2");
+             ids.size() - start, " token(s); eval needs at least 2");
     }
     SessionOptions so;
     so.threads = a.threads;

@@ -16,6 +16,7 @@ constexpr int kMaxThreads = 256;
 int main(int argc, char** argv) {
     CLI::App app{"ember: small GPT language models on the edge"};
     app.require_subcommand(1);
+    app.set_version_flag("--version", "ember 0.1.0 (.ember format version 1)");
 
     convert::ConvertOptions conv;
     std::string dtype = "int8", arch = "auto";
@@ -41,7 +42,10 @@ int main(int argc, char** argv) {
     g->add_option("--temperature", gen.sampler.temperature, "0 = greedy")->capture_default_str();
     g->add_option("--top-k", gen.sampler.top_k, "keep the k most likely (0 = off)")->capture_default_str();
     g->add_option("--top-p", gen.sampler.top_p, "nucleus mass (1 = off)")->capture_default_str();
-    g->add_option("--seed", gen.sampler.seed, "sampling seed")->capture_default_str();
+    g->add_option("--seed", gen.sampler.seed, "sampling seed (the same seed gives the same text)")
+        ->capture_default_str()
+        ->check(CLI::Validator([](std::string& v) { return v.rfind('-', 0) == 0 ? std::string("must be >= 0") : std::string(); },
+                               "UINT"));
     g->add_option("--context", gen.context, "exact | shift | ring")->capture_default_str();
     g->add_option("--threads", gen.threads, "0 = all cores")->capture_default_str()->check(CLI::Range(0, kMaxThreads));
 
@@ -56,7 +60,7 @@ int main(int argc, char** argv) {
     auto* b = app.add_subcommand("bench", "prefill and decode tokens/s");
     b->add_option("-m,--model", be.model, ".ember file")->required();
     b->add_option("--threads", be.threads, "0 = all cores")->capture_default_str()->check(CLI::Range(0, kMaxThreads));
-    b->add_option("--runs", be.runs, "runs per figure (median)")->capture_default_str()->check(CLI::PositiveNumber);
+    b->add_option("--runs", be.runs, "runs per figure (median)")->capture_default_str()->check(CLI::Range(1, 1000));
     b->add_flag("--json", be.json, "print one JSON line");
 
     try {
@@ -64,6 +68,8 @@ int main(int argc, char** argv) {
     } catch (const CLI::CallForHelp& e) {
         return app.exit(e);
     } catch (const CLI::CallForAllHelp& e) {
+        return app.exit(e);
+    } catch (const CLI::CallForVersion& e) {
         return app.exit(e);
     } catch (const CLI::ParseError& e) {
         // One line, as every other error: the first line of CLI11's message.

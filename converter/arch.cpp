@@ -251,7 +251,15 @@ CanonicalModel to_canonical(Checkpoint&& ckpt, ArchChoice arch, const std::strin
                  t.empty() ? " (no tensors)" : "; first key is '" + printable(t.begin()->first) + "'");
         }
     }
-    if (arch == ArchChoice::GptPy) return map_gptpy(t, what, std::move(out));
+    if (arch == ArchChoice::GptPy) {
+        if (!t.count("token_embedding_table.weight")) {
+            fail(what, ": not a gpt.py state_dict (no token_embedding_table.weight); --arch auto detects the architecture");
+        }
+        return map_gptpy(t, what, std::move(out));
+    }
+    if (!t.count("transformer.wte.weight")) {
+        fail(what, ": not a nanoGPT checkpoint (no transformer.wte.weight); --arch auto detects the architecture");
+    }
     return map_nanogpt(t, ckpt.model_args_json, what, std::move(out));
 }
 

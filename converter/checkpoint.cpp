@@ -283,6 +283,9 @@ std::vector<uint32_t> read_meta_pkl(const std::string& path) {
         in.seekg(0);
         if (!in.read(reinterpret_cast<char*>(bytes.data()), size)) fail(path, ": read failed");
     }
+    if (bytes.empty() || bytes[0] != 0x80) {  // every pickle of protocol >= 2 opens with PROTO
+        fail(path, ": not a pickle: --meta expects nanoGPT's meta.pkl (for a training text use --vocab-text)");
+    }
     const pickle::Pickle p = pickle::unpickle(bytes.data(), bytes.size(), path);
     const Value& root = p.root();
     if (root.kind != Kind::Dict) fail(path, ": meta.pkl holds a ", pickle::kind_name(root.kind), ", not a dict");

@@ -214,7 +214,8 @@ private:
     void push_global(const std::string& module, const std::string& name) {
         if (!is_allowed_global(module, name)) {
             fail(source_, ": pickle refers to global '", printable(module), ".", printable(name),
-                 "', which a checkpoint never needs");
+                 "', which a checkpoint never needs",
+                 module.rfind("torch.nn", 0) == 0 ? " (a whole module was saved: save model.state_dict() instead)" : "");
         }
         Value* v = make(Kind::Global);
         v->text = module + "." + name;

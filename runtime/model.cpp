@@ -8,6 +8,7 @@
 
 #include <cerrno>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <limits>
 #include <map>
@@ -98,6 +99,9 @@ void Model::verify_and_view(bool require_checksum) {
     const std::string f = printable(path_, 200);
     uint32_t fb_size = 0;
     std::memcpy(&fb_size, base_, 4);
+    if (std::memcmp(base_, "PK\x03\x04", 4) == 0) {
+        fail(f, ": this is a PyTorch checkpoint (zip), not an .ember file: convert it first with `ember convert`");
+    }
     if (fb_size < 8 || fb_size > size_ - 4) {
         fail(f, ": header claims a ", fb_size, "-byte index but the file holds ", size_, " bytes (truncated or not an .ember file)");
     }
@@ -123,8 +127,10 @@ void Model::verify_and_view(bool require_checksum) {
     checksum_ = XXH64(data, data_size, 0);
     checksum_ok_ = checksum_ == fm->data_xxh64();
     if (!checksum_ok_ && require_checksum) {
-        fail(f, ": checksum mismatch over the data section (file corrupted): stored ", std::hex, fm->data_xxh64(),
-             ", computed ", checksum_);
+        char hex[64];
+        std::snprintf(hex, sizeof hex, "stored %016llx, computed %016llx", static_cast<unsigned long long>(fm->data_xxh64()),
+                      static_cast<unsigned long long>(checksum_));
+        fail(f, ": checksum mismatch over the data section (file corrupted): ", hex);
     }
 
     // Configuration.

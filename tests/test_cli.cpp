@@ -81,7 +81,7 @@ TEST_CASE("ember convert refuses bad checkpoints and vocabularies, leaving no fi
     }
 }
 
-TEST_CASE("ember convert refuses non-finite weights; f16 refuses values past its range") {
+TEST_CASE("ember convert refuses non-finite weights, and f16 refuses values past its range") {
     ember::test::TempDir dir;
     // gptpy/model.safetensors with lm_head.bias[0] set to NaN, then lm_head.weight[0] to 1e6.
     std::string bytes = ember::test::read_file(fixture("gptpy/model.safetensors"));
@@ -113,6 +113,22 @@ TEST_CASE("ember: bad option values give one line and exit 1") {
     check_refused(ember_cli("convert " + q(fixture("gptpy/model.pt")) + " --vocab-text " + q(dir.path()) + " -o " + q(dir.file("o.ember")), dir),
                   "is a directory");
     check_refused(ember_cli("generate -m " + q(dir.path()) + " -n 3", dir), "not a regular file");
+    check_refused(ember_cli("generate -m x.ember --seed -1", dir), "--seed: must be >= 0");
+    check_refused(ember_cli("bench -m x.ember --runs 0", dir), "--runs");
+    // Common mix-ups get a hint at the fix.
+    check_refused(ember_cli("info " + q(fixture("gptpy/model.pt")), dir), "convert it first with `ember convert`");
+    check_refused(ember_cli("convert " + q(fixture("gptpy/model.pt")) + " --meta " + q(fixture("gptpy/vocab.txt")) + " -o " +
+                                q(dir.file("o.ember")),
+                            dir),
+                  "--meta expects nanoGPT's meta.pkl");
+    check_refused(ember_cli("convert " + q(fixture("gptpy/model.pt")) + " --arch nanogpt --vocab-text " + q(fixture("gptpy/vocab.txt")) +
+                                " -o " + q(dir.file("o.ember")),
+                            dir),
+                  "--arch auto detects");
+    check_refused(ember_cli("convert " + q(fixture("bad/whole_module.pt")) + " --vocab-text " + q(fixture("gptpy/vocab.txt")) + " -o " +
+                                q(dir.file("o.ember")),
+                            dir),
+                  "save model.state_dict() instead");
 }
 
 TEST_CASE("ember generate and info on good and bad models and options") {
@@ -130,6 +146,7 @@ TEST_CASE("ember generate and info on good and bad models and options") {
     CHECK(info.status == 0);
     CHECK(info.out.find("checksum: ok") != std::string::npos);
     CHECK(info.out.find("n_layer 2, n_head 4, n_embd 32") != std::string::npos);
+    CHECK(info.out.find("characters: \\n ") != std::string::npos);
 
     const Run gen = ember_cli("generate -m " + q(good) + " -n 40 --seed 3", dir);
     CHECK(gen.status == 0);

@@ -76,7 +76,7 @@ TEST_CASE("decoding a token allocates nothing, in every policy and dtype") {
     }
 }
 
-TEST_CASE("sampler: greedy takes the first maximum; top-k above V is the same as no top-k") {
+TEST_CASE("sampler: greedy takes the first maximum, and top-k above V is the same as no top-k") {
     std::vector<float> probs(5);
     std::vector<int> ids(5);
     const float logits[5] = {0.5f, 2.0f, -1.0f, 2.0f, 1.0f};
