@@ -158,18 +158,38 @@ void dot_i8_rows4(const int8_t* xq, const float* xs, const int8_t* const w[4], c
 }
 #endif
 
-// Symmetric int8 quantization of one row x [K] in groups: xs[g] = absmax / 127.
+// Symmetric int8 quantization of one row x [K] in groups: xs[g] = absmax / 127,
+// q = round_half_even(x / xs[g]) (the AVX2 path converts with the default rounding mode,
+// which is the same round-to-nearest-even as std::nearbyint).
 void quantize_row_i8(const float* x, int K, int group, int8_t* xq, float* xs) {
     const int n_groups = (K + group - 1) / group;
     for (int g = 0; g < n_groups; ++g) {
         const int begin = g * group;
         const int end = std::min(K, begin + group);
+        int k = begin;
         float amax = 0.0f;
-        for (int k = begin; k < end; ++k) amax = std::max(amax, std::fabs(x[k]));
-        const float scale = amax / 127.0f;
+#ifdef EMBER_AVX2
+        const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+        __m256 vmax = _mm256_setzero_ps();
+        for (; k + 8 <= end; k += 8) vmax = _mm256_max_ps(vmax, _mm256_and_ps(_mm256_loadu_ps(x + k), abs_mask));
+        __m128 m = _mm_max_ps(_mm256_castps256_ps128(vmax), _mm256_extractf128_ps(vmax, 1));
+        m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+        m = _mm_max_ss(m, _mm_movehdup_ps(m));
+        amax = _mm_cvtss_f32(m);
+#endif
+        for (; k < end; ++k) amax = std::max(amax, std::fabs(x[k]));
         const float inv = amax > 0.0f ? 127.0f / amax : 0.0f;
-        xs[g] = scale;
-        for (int k = begin; k < end; ++k) xq[k] = static_cast<int8_t>(std::lrintf(x[k] * inv));
+        xs[g] = amax / 127.0f;
+        k = begin;
+#ifdef EMBER_AVX2
+        const __m256 vinv = _mm256_set1_ps(inv);
+        for (; k + 8 <= end; k += 8) {
+            const __m256i i32 = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + k), vinv));
+            const __m128i i16 = _mm_packs_epi32(_mm256_castsi256_si128(i32), _mm256_extracti128_si256(i32, 1));
+            _mm_storel_epi64(reinterpret_cast<__m128i*>(xq + k), _mm_packs_epi16(i16, i16));
+        }
+#endif
+        for (; k < end; ++k) xq[k] = static_cast<int8_t>(std::nearbyint(x[k] * inv));
     }
 }
 
