@@ -2,6 +2,7 @@
 import datetime
 import json
 import platform
+import statistics
 import sys
 
 
@@ -39,5 +40,19 @@ def main():
               f"{p['decode_tok_s'] / best_decode:.2f}x | {p['prefill_tok_s']:.0f} | {p['prefill_tok_s'] / best_prefill:.2f}x |")
 
 
+def spread(path):
+    rows = [json.loads(line) for line in open(path) if line.strip()]
+    if not rows:
+        return
+    d = sorted(r['decode_tok_s'] for r in rows)
+    p = sorted(r['prefill_tok_s'] for r in rows)
+    print()
+    print(f"int8, {rows[0]['threads']} threads, {len(rows)} more runs of `ember bench` a few seconds apart: "
+          f"decode min {d[0]:.0f} / median {statistics.median(d):.0f} / max {d[-1]:.0f} tokens/s; "
+          f"prefill min {p[0]:.0f} / median {statistics.median(p):.0f} / max {p[-1]:.0f} tokens/s.")
+
+
 if __name__ == '__main__':
     main()
+    if len(sys.argv) > 2:
+        spread(sys.argv[2])
