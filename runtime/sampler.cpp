@@ -36,7 +36,11 @@ int Sampler::sample(const float* logits) {
         }
         if (n == 0) return static_cast<int>(std::max_element(logits, logits + V) - logits);  // NaN logits
     }
-    // Softmax over the candidates at the temperature.
+    // top-p needs the candidates most probable first (probability is monotonic in the
+    // logit; ties by id); then softmax over the candidates at the temperature.
+    if (opts_.top_p < 1.0f) {
+        std::sort(ids_, ids_ + n, [&](int a, int b) { return logits[a] != logits[b] ? logits[a] > logits[b] : a < b; });
+    }
     float mx = -INFINITY;
     for (int j = 0; j < n; ++j) mx = std::max(mx, logits[ids_[j]]);
     double sum = 0.0;
@@ -44,20 +48,15 @@ int Sampler::sample(const float* logits) {
         probs_[j] = std::exp((logits[ids_[j]] - mx) / opts_.temperature);
         sum += probs_[j];
     }
-    if (opts_.top_p < 1.0f) {
-        // Most probable first (probability is monotonic in the logit; ties by id).
-        std::sort(ids_, ids_ + n, [&](int a, int b) { return logits[a] != logits[b] ? logits[a] > logits[b] : a < b; });
+    if (opts_.top_p < 1.0f) {  // keep the smallest prefix whose mass reaches top_p
         double cum = 0.0;
         int keep = 0;
-        for (int j = 0; j < n; ++j) {
-            probs_[j] = std::exp((logits[ids_[j]] - mx) / opts_.temperature);
-            cum += probs_[j] / sum;
-            keep = j + 1;
-            if (cum >= opts_.top_p) break;
+        while (keep < n) {
+            cum += probs_[keep++];
+            if (cum >= opts_.top_p * sum) break;
         }
         n = keep;
-        sum = 0.0;
-        for (int j = 0; j < n; ++j) sum += probs_[j];
+        sum = cum;
     }
     // One draw: u in [0, 1) from the top 53 bits.
     const double u = static_cast<double>(rng_() >> 11) * (1.0 / 9007199254740992.0);

@@ -5,10 +5,7 @@
 #include <cstddef>
 #include <vector>
 
-#if defined(__AVX2__) && defined(__FMA__)
-#include <immintrin.h>
-#define EMBER_AVX2 1
-#endif
+#include "kernels/cpu/simd.h"
 
 namespace ember::kernels {
 
@@ -45,20 +42,6 @@ void attention_ref(const float* q, const float* k, const float* v, const Attenti
 
 namespace {
 
-inline float dot(const float* a, const float* b, int n) {
-    int d = 0;
-    float acc = 0.0f;
-#ifdef EMBER_AVX2
-    __m256 s = _mm256_setzero_ps();
-    for (; d + 8 <= n; d += 8) s = _mm256_fmadd_ps(_mm256_loadu_ps(a + d), _mm256_loadu_ps(b + d), s);
-    __m128 r = _mm_add_ps(_mm256_castps256_ps128(s), _mm256_extractf128_ps(s, 1));
-    r = _mm_add_ps(r, _mm_movehl_ps(r, r));
-    r = _mm_add_ss(r, _mm_movehdup_ps(r));
-    acc = _mm_cvtss_f32(r);
-#endif
-    for (; d < n; ++d) acc += a[d] * b[d];
-    return acc;
-}
 
 // scores[j] = (q . k[j * ldk + 0:n]) * scale for j < n_keys; four keys per pass share the
 // loads of q and one horizontal reduction.
@@ -85,7 +68,7 @@ inline void scores_of(const float* q, const float* k, int ldk, int n_keys, int n
         }
     }
 #endif
-    for (; j < n_keys; ++j) scores[j] = dot(q, k + static_cast<size_t>(j) * ldk, n) * scale;
+    for (; j < n_keys; ++j) scores[j] = simd::dot_f32(q, k + static_cast<size_t>(j) * ldk, n) * scale;
 }
 
 // o[0:n] = sum_j w[j] * v[j * ldv + 0:n] over j < n_keys, the accumulators held in registers
