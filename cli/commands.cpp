@@ -10,6 +10,7 @@
 #include "runtime/error.h"
 #include "runtime/eval.h"
 #include "runtime/model.h"
+#include "runtime/text_stream.h"
 #include "runtime/tokenizer.h"
 #include "runtime/utf8.h"
 
@@ -46,13 +47,19 @@ int cmd_info(const std::string& model_path) {
                 c.tied_lm_head ? "tied to wte" : "own weights");
     std::printf("config: n_layer %d, n_head %d, n_embd %d (head_size %d), block_size %d, vocab_size %d, ffn_hidden %d, ln_eps %g\n",
                 c.n_layer, c.n_head, c.n_embd, c.head_size(), c.block_size, c.vocab_size, c.ffn_hidden, c.ln_eps);
-    std::printf("tokenizer: char, %zu code points\n", model->code_points().size());
-    std::string chars;
-    for (uint32_t cp : model->code_points()) {
-        char buf[4];
-        chars += cp == '\n' ? std::string("\\n") : cp < 0x20 || cp == 0x7f ? describe_code_point(cp) : std::string(buf, utf8_encode(cp, buf));
+    if (const BpeData* bpe = model->bpe()) {
+        std::printf("tokenizer: byte-level BPE (GPT-2), %d tokens, %zu merges", bpe->size(), bpe->merges.size());
+        if (c.tokenizer_size < c.vocab_size) std::printf("; rows %d..%d of wte are padding, never sampled", c.tokenizer_size, c.vocab_size - 1);
+        std::printf(" (format_version %u)\n", model->format_version());
+    } else {
+        std::printf("tokenizer: char, %zu code points\n", model->code_points().size());
+        std::string chars;
+        for (uint32_t cp : model->code_points()) {
+            char buf[4];
+            chars += cp == '\n' ? std::string("\\n") : cp < 0x20 || cp == 0x7f ? describe_code_point(cp) : std::string(buf, utf8_encode(cp, buf));
+        }
+        std::printf("characters: %s\n", chars.c_str());
     }
-    std::printf("characters: %s\n", chars.c_str());
     std::printf("source: %s\n", model->provenance().c_str());
     std::printf("%-22s %-14s %-5s %6s %10s\n", "tensor", "shape", "dtype", "group", "bytes");
     for (const auto& t : model->tensors()) {
@@ -79,33 +86,40 @@ int cmd_generate(const GenerateArgs& a) {
     a.sampler.validate();
     const ContextPolicy policy = parse_context_policy(a.context);
     auto model = Model::open(a.model);
-    const CharTokenizer tok(model->code_points());
-    std::vector<int> ids = a.prompt.empty() ? std::vector<int>{0} : tok.encode(a.prompt, "prompt");
+    const auto tok = make_tokenizer(*model);
+    std::vector<int> ids = a.prompt.empty() ? std::vector<int>{tok->start_id()} : tok->encode(a.prompt, "prompt");
     SessionOptions so;
     so.threads = a.threads;
     so.policy = policy;
     Session session(*model, so);
-    Sampler sampler(a.sampler, model->config().vocab_size, session.sampler_probs(), session.sampler_ids());
+    // Only the ids the tokenizer knows: padding rows of the logits are never sampled.
+    Sampler sampler(a.sampler, tok->size(), session.sampler_probs(), session.sampler_ids());
     if (!a.prompt.empty()) {
         std::fwrite(a.prompt.data(), 1, a.prompt.size(), stdout);
         std::fflush(stdout);
     }
     session.append(ids.data(), static_cast<int>(ids.size()));
-    char buf[4];
+    // A BPE token may end inside a UTF-8 character: the stream holds such bytes back and
+    // prints the character whole, so the output equals the decode of the whole sequence.
+    Utf8Stream stream(static_cast<size_t>(tok->max_token_bytes()));
     for (int i = 0; i < a.n; ++i) {
         const int id = sampler.sample(session.logits());
-        std::fwrite(buf, 1, tok.decode(id, buf), stdout);
+        const std::string_view b = tok->token_bytes(id);
+        const std::string_view text = stream.feed(b.data(), b.size());
+        std::fwrite(text.data(), 1, text.size(), stdout);
         std::fflush(stdout);
         if (i + 1 < a.n) session.append(&id, 1);
     }
+    const std::string_view tail = stream.finish();
+    std::fwrite(tail.data(), 1, tail.size(), stdout);
     std::fputc('\n', stdout);
     return 0;
 }
 
 int cmd_eval(const EvalArgs& a) {
     auto model = Model::open(a.model);
-    const CharTokenizer tok(model->code_points());
-    const std::vector<int> ids = tok.encode(read_text_file(a.text), printable(a.text, 200));
+    const auto tok = make_tokenizer(*model);
+    const std::vector<int> ids = tok->encode(read_text_file(a.text), printable(a.text, 200));
     const int64_t start = a.split == "val" ? val_split_start(static_cast<int64_t>(ids.size())) : 0;
     if (ids.size() - start < 2) {
         fail(printable(a.text, 200), ": the ", a.split == "val" ? "validation split (last 10%)" : "text", " holds ",
@@ -116,7 +130,8 @@ int cmd_eval(const EvalArgs& a) {
     so.all_logits = true;
     Session session(*model, so);
     const ModelConfig& c = model->config();
-    const EvalResult r = evaluate(session, ids.data() + start, static_cast<int64_t>(ids.size()) - start, c.block_size, c.vocab_size);
+    const EvalResult r = evaluate(session, ids.data() + start, static_cast<int64_t>(ids.size()) - start, c.block_size, c.vocab_size,
+                                  c.tokenizer_size);
     std::printf("loss %.4f over %lld tokens\n", r.loss, static_cast<long long>(r.tokens));
     return 0;
 }
@@ -130,9 +145,9 @@ int cmd_bench(const BenchArgs& a) {
     Session session(*model, so);
     SamplerOptions greedy;
     greedy.temperature = 0.0f;
-    Sampler sampler(greedy, c.vocab_size, session.sampler_probs(), session.sampler_ids());
+    Sampler sampler(greedy, c.tokenizer_size, session.sampler_probs(), session.sampler_ids());
     std::vector<int> window(c.block_size);
-    for (int i = 0; i < c.block_size; ++i) window[i] = (i * 7 + 3) % c.vocab_size;
+    for (int i = 0; i < c.block_size; ++i) window[i] = (i * 7 + 3) % c.tokenizer_size;
 
     // Prefill: one full window of block_size tokens.
     std::vector<double> prefill, decode;

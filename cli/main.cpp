@@ -16,19 +16,23 @@ constexpr int kMaxThreads = 256;
 int main(int argc, char** argv) {
     CLI::App app{"ember: small GPT language models on the edge"};
     app.require_subcommand(1);
-    app.set_version_flag("--version", "ember 0.1.0 (.ember format version 1)");
+    app.set_version_flag("--version", "ember 0.1.0 (.ember format versions 1 and 2)");
 
     convert::ConvertOptions conv;
     std::string dtype = "int8", arch = "auto";
     auto* c = app.add_subcommand("convert", "PyTorch checkpoint (+ vocabulary) -> .ember");
-    c->add_option("checkpoint", conv.checkpoint, "gpt.py state_dict, nanoGPT ckpt.pt, or .safetensors")->required();
+    c->add_option("checkpoint", conv.checkpoint,
+                  "gpt.py state_dict, nanoGPT ckpt.pt, Hugging Face GPT-2 pytorch_model.bin / model.safetensors, or .safetensors")->required();
     c->add_option("-o,--out", conv.out, "output .ember file")->required();
     c->add_option("--dtype", dtype, "weight dtype: f32 | f16 | int8")->capture_default_str();
     c->add_option("--group-size", conv.write.group_size, "int8 group along a row (0 = a whole row)")->capture_default_str();
     auto* vt = c->add_option("--vocab-text", conv.vocab_text, "training text: vocabulary = sorted(set(text))");
     auto* mt = c->add_option("--meta", conv.meta, "nanoGPT meta.pkl");
+    auto* tk = c->add_option("--tokenizer", conv.tokenizer,
+                             "GPT-2 BPE: encoder.json and vocab.bpe (or vocab.json and merges.txt; the option twice), or their folder");
     vt->excludes(mt);
-    c->add_option("--arch", arch, "auto | gptpy | nanogpt")->capture_default_str();
+    tk->excludes(vt)->excludes(mt);
+    c->add_option("--arch", arch, "auto | gptpy | nanogpt | hf-gpt2")->capture_default_str();
 
     std::string info_model;
     auto* i = app.add_subcommand("info", "print a model's configuration, tokenizer, tensors, checksum");

@@ -15,7 +15,8 @@ ArchChoice parse_arch(const std::string& s) {
     if (s == "auto") return ArchChoice::Auto;
     if (s == "gptpy") return ArchChoice::GptPy;
     if (s == "nanogpt") return ArchChoice::NanoGPT;
-    fail("--arch '", s, "' is unknown (auto, gptpy or nanogpt)");
+    if (s == "hf-gpt2") return ArchChoice::HfGpt2;
+    fail("--arch '", s, "' is unknown (auto, gptpy, nanogpt or hf-gpt2)");
 }
 
 namespace {
@@ -235,22 +236,153 @@ CanonicalModel map_nanogpt(TensorMap& t, const std::string& model_args, const st
     return out;
 }
 
+// A Conv1D weight stored [in, out] (Hugging Face GPT-2), as the [out, in] of nn.Linear.
+SourceTensor transposed(SourceTensor&& s) {
+    const int64_t rows = s.shape[0], cols = s.shape[1];
+    std::vector<float> t(s.values.size());
+    for (int64_t r = 0; r < rows; ++r) {
+        for (int64_t c = 0; c < cols; ++c) t[static_cast<size_t>(c * rows + r)] = s.values[static_cast<size_t>(r * cols + c)];
+    }
+    s.values.swap(t);
+    s.shape = {cols, rows};
+    return std::move(s);
+}
+
+CanonicalModel map_hf_gpt2(TensorMap& t, const std::string& config_json, const std::string& what, CanonicalModel out) {
+    ModelConfig& c = out.config;
+    c.arch = Arch::HfGpt2;
+    if (config_json.empty()) {
+        fail(what, ": a Hugging Face GPT-2 checkpoint needs its config.json beside it (n_head cannot be read from the weights)");
+    }
+    nlohmann::json cfg;
+    try {
+        cfg = nlohmann::json::parse(config_json);
+    } catch (const std::exception& e) {
+        fail(what, ": config.json is not readable JSON: ", e.what());
+    }
+    if (!cfg.is_object()) fail(what, ": config.json is not a JSON object");
+    auto get_int = [&](std::initializer_list<const char*> keys, bool required) -> int {
+        for (const char* k : keys) {
+            if (cfg.contains(k) && !cfg[k].is_null()) {
+                if (!cfg[k].is_number_integer() || cfg[k].get<int64_t>() <= 0 || cfg[k].get<int64_t>() > (1 << 24)) {
+                    fail(what, ": config.json ", k, " is not a positive integer of at most 2^24");
+                }
+                return cfg[k].get<int>();
+            }
+        }
+        if (required) fail(what, ": config.json has no ", *keys.begin());
+        return 0;
+    };
+    auto get_bool = [&](const char* k, bool dflt) {
+        if (!cfg.contains(k) || cfg[k].is_null()) return dflt;
+        if (!cfg[k].is_boolean()) fail(what, ": config.json ", k, " is not true or false");
+        return cfg[k].get<bool>();
+    };
+    if (cfg.contains("model_type") && cfg["model_type"] != "gpt2") {
+        fail(what, ": config.json model_type is ", printable(cfg["model_type"].dump()), ", not \"gpt2\"");
+    }
+    c.n_head = get_int({"n_head"}, true);
+    const int cfg_layer = get_int({"n_layer"}, true), cfg_embd = get_int({"n_embd"}, true);
+    const int cfg_pos = get_int({"n_positions", "n_ctx"}, true), cfg_vocab = get_int({"vocab_size"}, true);
+    const int cfg_inner = get_int({"n_inner"}, false);
+    const std::string act = cfg.contains("activation_function") && cfg["activation_function"].is_string()
+                                ? cfg["activation_function"].get<std::string>()
+                                : std::string("gelu_new");
+    if (act == "gelu_new" || act == "gelu_pytorch_tanh" || act == "gelu_fast") c.activation = kernels::ActivationKind::GeluTanh;
+    else if (act == "gelu") c.activation = kernels::ActivationKind::GeluErf;
+    else if (act == "relu") c.activation = kernels::ActivationKind::ReLU;
+    else fail(what, ": config.json activation_function '", printable(act), "' is not supported (gelu_new, gelu_pytorch_tanh, gelu, relu)");
+    c.ln_eps = 1e-5f;
+    if (cfg.contains("layer_norm_epsilon")) {
+        if (!cfg["layer_norm_epsilon"].is_number()) fail(what, ": config.json layer_norm_epsilon is not a number");
+        c.ln_eps = cfg["layer_norm_epsilon"].get<float>();
+        if (!(c.ln_eps > 0.0f && c.ln_eps < 1.0f)) fail(what, ": config.json layer_norm_epsilon ", c.ln_eps, " is out of range (0, 1)");
+    }
+    if (get_bool("scale_attn_by_inverse_layer_idx", false)) fail(what, ": config.json scale_attn_by_inverse_layer_idx is not supported");
+    const bool scale = get_bool("scale_attn_weights", true);
+
+    // Keys with "transformer." (GPT2LMHeadModel) or without (GPT2Model).
+    const std::string p = t.count("transformer.h.0.attn.c_attn.weight") || t.count("transformer.wte.weight") ? "transformer." : "";
+    const bool has_wte = t.count(p + "wte.weight") != 0, has_lm = t.count("lm_head.weight") != 0;
+    if (!has_wte && !has_lm) fail(what, ": neither ", p, "wte.weight nor lm_head.weight is present");
+    const auto& emb = shape_of(t, has_wte ? p + "wte.weight" : "lm_head.weight", what, 2);
+    c.vocab_size = static_cast<int>(emb[0]);
+    c.n_embd = static_cast<int>(emb[1]);
+    c.block_size = static_cast<int>(shape_of(t, p + "wpe.weight", what, 2)[0]);
+    c.n_layer = count_indexed(t, std::regex("^" + std::string(p.empty() ? "" : R"(transformer\.)") + R"(h\.(\d+)\.)"));
+    if (c.n_layer <= 0) fail(what, ": no transformer blocks (", p, "h.N.*) found");
+    const std::pair<const char*, std::pair<int, int>> agree[] = {{"n_layer", {cfg_layer, c.n_layer}},
+                                                                 {"n_embd", {cfg_embd, c.n_embd}},
+                                                                 {"n_positions", {cfg_pos, c.block_size}},
+                                                                 {"vocab_size", {cfg_vocab, c.vocab_size}}};
+    for (const auto& [k, v] : agree) {
+        if (v.first != v.second) fail(what, ": config.json ", k, " = ", v.first, " but the weights give ", v.second);
+    }
+    check_config(c, what);
+    c.ffn_hidden = static_cast<int>(shape_of(t, p + "h.0.mlp.c_fc.weight", what, 2)[1]);  // Conv1D [C, F]
+    if (cfg_inner && cfg_inner != c.ffn_hidden) fail(what, ": config.json n_inner = ", cfg_inner, " but the weights give ", c.ffn_hidden);
+    c.attn_scale = scale ? 1.0f / std::sqrt(static_cast<float>(c.n_embd / c.n_head)) : 1.0f;
+    const int64_t C = c.n_embd, V = c.vocab_size, S = c.block_size, F = c.ffn_hidden;
+
+    Taker tk{t, what, out};
+    // Tied when only one of them is present (safetensors stores a shared tensor once) or when
+    // both hold the same values.
+    SourceTensor wte_t, lm;
+    if (has_wte) wte_t = tk.take(p + "wte.weight", {V, C});
+    if (has_lm) lm = tk.take("lm_head.weight", {V, C});
+    c.tied_lm_head = !(has_wte && has_lm) || lm.values == wte_t.values;
+    if (!has_wte) wte_t = std::move(lm);
+    tk.put("wte", std::move(wte_t), has_wte ? p + "wte.weight" : "lm_head.weight (tied)");
+    tk.move(p + "wpe.weight", "wpe", {S, C});
+    // Conv1D: stored [in, out], transposed to [out, in] because this is GPT-2.
+    auto conv1d = [&](const std::string& key, const std::string& name, int64_t in, int64_t outs) {
+        tk.put(name, transposed(tk.take(key, {in, outs})), key + " (Conv1D, transposed)");
+    };
+    for (int l = 0; l < c.n_layer; ++l) {
+        const std::string b = p + "h." + std::to_string(l) + ".";
+        auto name = [&](const char* s) { return layer_tensor_name(l, s); };
+        tk.move(b + "ln_1.weight", name("ln_1.weight"), {C});
+        tk.move(b + "ln_1.bias", name("ln_1.bias"), {C}, false);
+        conv1d(b + "attn.c_attn.weight", name("qkv.weight"), C, 3 * C);
+        tk.move(b + "attn.c_attn.bias", name("qkv.bias"), {3 * C}, false);
+        conv1d(b + "attn.c_proj.weight", name("proj.weight"), C, C);
+        tk.move(b + "attn.c_proj.bias", name("proj.bias"), {C}, false);
+        tk.move(b + "ln_2.weight", name("ln_2.weight"), {C});
+        tk.move(b + "ln_2.bias", name("ln_2.bias"), {C}, false);
+        conv1d(b + "mlp.c_fc.weight", name("fc.weight"), C, F);
+        tk.move(b + "mlp.c_fc.bias", name("fc.bias"), {F}, false);
+        conv1d(b + "mlp.c_proj.weight", name("fc2.weight"), F, C);
+        tk.move(b + "mlp.c_proj.bias", name("fc2.bias"), {C}, false);
+    }
+    tk.move(p + "ln_f.weight", "ln_f.weight", {C});
+    tk.move(p + "ln_f.bias", "ln_f.bias", {C}, false);
+    if (!c.tied_lm_head) tk.put("lm_head.weight", std::move(lm), "lm_head.weight");
+    finish(t, out, what);
+    return out;
+}
+
 }  // namespace
 
-CanonicalModel to_canonical(Checkpoint&& ckpt, ArchChoice arch, const std::string& what) {
+CanonicalModel to_canonical(Checkpoint&& ckpt, ArchChoice arch, const std::string& what, const std::string& hf_config_json) {
     CanonicalModel out;
+    out.dropped = ckpt.skipped;
     TensorMap& t = ckpt.tensors;
     strip_prefixes(t, out.stripped_prefix);
     if (arch == ArchChoice::Auto) {
+        const bool gpt2_keys = t.count("transformer.h.0.attn.c_attn.weight") || t.count("transformer.wte.weight");
+        const bool hf_bare_keys = t.count("h.0.attn.c_attn.weight") || t.count("wte.weight");
         if (t.count("token_embedding_table.weight")) {
             arch = ArchChoice::GptPy;
-        } else if (t.count("transformer.wte.weight")) {
+        } else if (hf_bare_keys || (gpt2_keys && ckpt.model_args_json.empty() && !hf_config_json.empty())) {
+            arch = ArchChoice::HfGpt2;
+        } else if (gpt2_keys) {
             arch = ArchChoice::NanoGPT;
         } else {
-            fail(what, ": neither a gpt.py state_dict (token_embedding_table.weight) nor a nanoGPT one (transformer.wte.weight)",
+            fail(what, ": neither a gpt.py state_dict (token_embedding_table.weight) nor a nanoGPT / GPT-2 one (transformer.wte.weight, h.0.attn.c_attn.weight)",
                  t.empty() ? " (no tensors)" : "; first key is '" + printable(t.begin()->first) + "'");
         }
     }
+    if (arch == ArchChoice::HfGpt2) return map_hf_gpt2(t, hf_config_json, what, std::move(out));
     if (arch == ArchChoice::GptPy) {
         if (!t.count("token_embedding_table.weight")) {
             fail(what, ": not a gpt.py state_dict (no token_embedding_table.weight); --arch auto detects the architecture");
@@ -259,6 +391,10 @@ CanonicalModel to_canonical(Checkpoint&& ckpt, ArchChoice arch, const std::strin
     }
     if (!t.count("transformer.wte.weight")) {
         fail(what, ": not a nanoGPT checkpoint (no transformer.wte.weight); --arch auto detects the architecture");
+    }
+    if (ckpt.model_args_json.empty()) {
+        fail(what, ": nanoGPT checkpoint without model_args: n_head cannot be read from the weights",
+             " (for a Hugging Face GPT-2 checkpoint, put its config.json beside it)");
     }
     return map_nanogpt(t, ckpt.model_args_json, what, std::move(out));
 }

@@ -9,6 +9,12 @@
 //   nanoGPT: transformer.{wte,wpe,ln_f}, transformer.h.N.{ln_1, attn.c_attn, attn.c_proj,
 //     ln_2, mlp.c_fc, mlp.c_proj}, lm_head tied to wte; exact (erf) GELU; n_head from
 //     model_args (the weights cannot reveal it); `attn.bias` / `attn.masked_bias` dropped.
+//   Hugging Face GPT-2 (hf-gpt2): [transformer.]{wte,wpe,ln_f}, [transformer.]h.N.{ln_1,
+//     attn.c_attn, attn.c_proj, ln_2, mlp.c_fc, mlp.c_proj}, lm_head. Conv1D weights are stored
+//     [in, out] and are transposed because the source is GPT-2 (never by a shape test: the
+//     square attn.c_proj would pass any); when only one of wte / lm_head is present the other
+//     is the same tensor (tied); the configuration (n_head, activation_function: gelu_new =
+//     tanh GELU, layer_norm_epsilon, ...) comes from the config.json beside the checkpoint.
 // A prefix `_orig_mod.` or `module.` is stripped only when every key carries it.
 // Errors (ember::Error) name the checkpoint and the key or shape at fault.
 #pragma once
@@ -21,8 +27,8 @@
 
 namespace ember::convert {
 
-enum class ArchChoice { Auto, GptPy, NanoGPT };
-ArchChoice parse_arch(const std::string& s);  // auto | gptpy | nanogpt
+enum class ArchChoice { Auto, GptPy, NanoGPT, HfGpt2 };
+ArchChoice parse_arch(const std::string& s);  // auto | gptpy | nanogpt | hf-gpt2
 
 struct CanonicalTensor {
     std::string name;              // canonical name
@@ -40,6 +46,10 @@ struct CanonicalModel {
 };
 
 // `what` names the checkpoint in messages. Consumes the checkpoint's tensors (moved out).
-CanonicalModel to_canonical(Checkpoint&& ckpt, ArchChoice arch, const std::string& what);
+// hf_config_json: the text of the Hugging Face config.json beside the checkpoint ("" when
+// there is none); with ArchChoice::Auto, GPT-2 key names without nanoGPT's model_args and
+// with a config.json are read as hf-gpt2.
+CanonicalModel to_canonical(Checkpoint&& ckpt, ArchChoice arch, const std::string& what,
+                            const std::string& hf_config_json = "");
 
 }  // namespace ember::convert

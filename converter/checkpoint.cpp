@@ -234,6 +234,10 @@ Checkpoint read_torch_zip(const std::string& path) {
     for (const auto& [k, v] : model->entries) {
         if (v->kind != Kind::Tensor) continue;  // a state_dict holds only tensors; skip anything else
         if (k->kind != Kind::Str) fail(path, ": a tensor's key is a ", pickle::kind_name(k->kind), ", not a string");
+        if ((v->storage->text == "BoolStorage" || v->storage->text == "ByteStorage") && is_attention_mask_key(k->text)) {
+            ckpt.skipped.push_back(k->text);
+            continue;
+        }
         SourceTensor t = materialize(path, k->text, *v, storages);
         total += t.values.size();
         if (total > budget) {
@@ -247,6 +251,17 @@ Checkpoint read_torch_zip(const std::string& path) {
 }
 
 }  // namespace
+
+bool is_attention_mask_key(const std::string& key) {
+    for (const char* suffix : {"attn.bias", "attn.masked_bias"}) {
+        const std::string s = suffix;
+        if (key.size() >= s.size() && key.compare(key.size() - s.size(), s.size(), s) == 0 &&
+            (key.size() == s.size() || key[key.size() - s.size() - 1] == '.')) {
+            return true;
+        }
+    }
+    return false;
+}
 
 const char* source_dtype_name(SourceDType d) {
     switch (d) {

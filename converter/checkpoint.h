@@ -38,7 +38,13 @@ struct Checkpoint {
     // nanoGPT's model_args (ints, floats, bools, strings, None) when present, as JSON text
     // ("" when the checkpoint has none).
     std::string model_args_json;
+    // Keys of GPT-2's attention mask buffers (`attn.bias`, `attn.masked_bias`) held as bool or
+    // uint8, which are skipped unread (they carry no weights).
+    std::vector<std::string> skipped;
 };
+
+// Whether key names one of GPT-2's attention mask buffers (`...attn.bias`, `...attn.masked_bias`).
+bool is_attention_mask_key(const std::string& key);
 
 // Reads a checkpoint, choosing the format by content (zip magic "PK\x03\x04", else the
 // safetensors header). Throws ember::Error.

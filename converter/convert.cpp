@@ -6,6 +6,7 @@
 #include <set>
 #include <sstream>
 
+#include "converter/gpt2_tokenizer.h"
 #include "runtime/error.h"
 #include "runtime/model.h"
 #include "runtime/sha256.h"
@@ -20,6 +21,14 @@ std::string base_name(const std::string& p) {
     return slash == std::string::npos ? p : p.substr(slash + 1);
 }
 
+// The config.json in the checkpoint's folder, or "" when there is none.
+std::string read_beside_config(const std::string& checkpoint) {
+    const auto slash = checkpoint.find_last_of('/');
+    const std::string path = (slash == std::string::npos ? std::string() : checkpoint.substr(0, slash + 1)) + "config.json";
+    if (::access(path.c_str(), F_OK) != 0) return "";
+    return read_text_file(path, size_t{1} << 20);
+}
+
 }  // namespace
 
 std::vector<uint32_t> vocab_from_text(const std::string& path) {
@@ -31,26 +40,42 @@ std::vector<uint32_t> vocab_from_text(const std::string& path) {
 }
 
 ConvertResult convert(const ConvertOptions& opts) {
-    if (opts.vocab_text.empty() == opts.meta.empty()) {
-        fail("a vocabulary is needed: give exactly one of --vocab-text FILE or --meta META.pkl");
+    const int n_vocab_sources = !opts.vocab_text.empty() + !opts.meta.empty() + !opts.tokenizer.empty();
+    if (n_vocab_sources != 1) {
+        fail("a vocabulary is needed: give exactly one of --vocab-text FILE or --meta META.pkl (char models) or "
+             "--tokenizer encoder.json --tokenizer vocab.bpe (GPT-2)");
     }
     ConvertResult r;
-    std::vector<uint32_t> vocab;
+    TokenizerSpec tok;
     if (!opts.vocab_text.empty()) {
-        vocab = vocab_from_text(opts.vocab_text);
+        tok.code_points = vocab_from_text(opts.vocab_text);
         r.vocab_source = base_name(opts.vocab_text) + " (sorted(set(text)))";
-    } else {
-        vocab = read_meta_pkl(opts.meta);
+    } else if (!opts.meta.empty()) {
+        tok.code_points = read_meta_pkl(opts.meta);
         r.vocab_source = base_name(opts.meta) + " (meta.pkl)";
+    } else {
+        tok.bpe = read_gpt2_tokenizer(opts.tokenizer);
+        r.vocab_source.clear();
+        for (const auto& f : opts.tokenizer) r.vocab_source += (r.vocab_source.empty() ? "" : " + ") + base_name(f);
+        r.vocab_source += " (GPT-2 byte-level BPE)";
+        r.bpe_merges = static_cast<int>(tok.bpe.merges.size());
     }
+    r.tokenizer_size = tok.bpe.size() > 0 ? tok.bpe.size() : static_cast<int>(tok.code_points.size());
+    if (opts.arch == ArchChoice::Auto || opts.arch == ArchChoice::HfGpt2) r.hf_config = read_beside_config(opts.checkpoint);
     Checkpoint ckpt = read_checkpoint(opts.checkpoint);
-    CanonicalModel model = to_canonical(std::move(ckpt), opts.arch, printable(opts.checkpoint, 200));
-    if (static_cast<int>(vocab.size()) != model.config.vocab_size) {
-        fail("vocabulary from ", opts.vocab_text.empty() ? opts.meta : opts.vocab_text, " has ", vocab.size(),
+    CanonicalModel model = to_canonical(std::move(ckpt), opts.arch, printable(opts.checkpoint, 200), r.hf_config);
+    if (model.config.arch != Arch::HfGpt2) r.hf_config.clear();
+    if (tok.bpe.size() > 0) {
+        if (tok.bpe.size() > model.config.vocab_size) {
+            fail("the tokenizer has ", tok.bpe.size(), " tokens but the checkpoint's wte has only ", model.config.vocab_size,
+                 " rows: it is not the tokenizer this model was trained with");
+        }
+    } else if (static_cast<int>(tok.code_points.size()) != model.config.vocab_size) {
+        fail("vocabulary from ", opts.vocab_text.empty() ? opts.meta : opts.vocab_text, " has ", tok.code_points.size(),
              " characters but the checkpoint's wte has ", model.config.vocab_size, " rows: it is not the vocabulary this model was trained with");
     }
     ProvenanceInfo prov{base_name(opts.checkpoint), sha256_file(opts.checkpoint), r.vocab_source};
-    r.report = write_ember(model, vocab, prov, opts.write, opts.out);
+    r.report = write_ember(model, tok, prov, opts.write, opts.out);
     try {
         Model::open(opts.out);
     } catch (const Error& e) {
@@ -71,6 +96,14 @@ std::string format_summary(const ConvertResult& r) {
     os << "config: n_layer " << c.n_layer << ", n_head " << c.n_head << ", n_embd " << c.n_embd << ", block_size "
        << c.block_size << ", vocab_size " << c.vocab_size << ", ffn_hidden " << c.ffn_hidden << "\n";
     os << "vocabulary: " << r.vocab_source << "\n";
+    if (r.bpe_merges >= 0) {
+        os << "tokenizer: byte-level BPE, " << r.tokenizer_size << " tokens, " << r.bpe_merges << " merges";
+        if (r.tokenizer_size < c.vocab_size) os << "; wte rows " << r.tokenizer_size << ".." << c.vocab_size - 1 << " are padding, never sampled";
+        os << "\n";
+    }
+    if (c.arch == Arch::HfGpt2) {
+        os << "config.json beside the checkpoint; Conv1D weights (attn.c_attn, attn.c_proj, mlp.c_fc, mlp.c_proj) transposed from [in, out]\n";
+    }
     if (!r.stripped_prefix.empty()) os << "stripped key prefix: " << r.stripped_prefix << "\n";
     if (!r.dropped.empty()) os << "dropped buffers: " << r.dropped.size() << " (" << r.dropped.front() << ", ...)\n";
     char line[256];

@@ -14,6 +14,7 @@ struct ConvertOptions {
     std::string out;          // .ember path
     std::string vocab_text;   // --vocab-text: sorted(set(text)) over code points
     std::string meta;         // --meta: nanoGPT meta.pkl
+    std::vector<std::string> tokenizer;  // --tokenizer: GPT-2's encoder.json + vocab.bpe (or their folder)
     ArchChoice arch = ArchChoice::Auto;
     WriteOptions write;
 };
@@ -23,6 +24,9 @@ struct ConvertResult {
     std::string stripped_prefix;
     std::vector<std::string> dropped;
     std::string vocab_source;
+    int tokenizer_size = 0;   // tokens (BPE) or characters
+    int bpe_merges = -1;      // -1: a char vocabulary
+    std::string hf_config;    // the config.json read for hf-gpt2 ("" otherwise)
     WriteReport report;
 };
 
@@ -31,7 +35,10 @@ struct ConvertResult {
 std::vector<uint32_t> vocab_from_text(const std::string& path);
 
 // Reads, maps, quantizes, writes atomically, then reopens the result with the runtime's
-// verifier (a file that would not load is removed). Throws ember::Error.
+// verifier (a file that would not load is removed). The vocabulary is exactly one of
+// vocab_text, meta (char models) or tokenizer (GPT-2's BPE, at most wte's rows: the rest are
+// padding). A Hugging Face GPT-2 checkpoint's config.json is read from the checkpoint's
+// folder. Throws ember::Error.
 ConvertResult convert(const ConvertOptions& opts);
 
 // The summary `ember convert` prints: architecture, configuration, each tensor's dtype and

@@ -83,6 +83,10 @@ Checkpoint read_safetensors(const std::string& path) {
             fail(path, ": ", where, " has no data_offsets [begin, end]");
         }
         const std::string dtype = dtype_it->get<std::string>();
+        if ((dtype == "BOOL" || dtype == "U8") && is_attention_mask_key(name)) {
+            ckpt.skipped.push_back(name);  // a GPT-2 attention mask buffer: no weights
+            continue;
+        }
         SourceTensor t;
         if (dtype == "F32") t.dtype = SourceDType::F32;
         else if (dtype == "F16") t.dtype = SourceDType::F16;

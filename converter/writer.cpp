@@ -41,7 +41,7 @@ uint64_t append_aligned(std::vector<uint8_t>& data, const void* p, size_t n) {
     return at;
 }
 
-flatbuffers::DetachedBuffer build_index(const CanonicalModel& m, const std::vector<uint32_t>& cps, const ProvenanceInfo& prov,
+flatbuffers::DetachedBuffer build_index(const CanonicalModel& m, const TokenizerSpec& ts, const ProvenanceInfo& prov,
                                         const std::vector<Placed>& placed, uint64_t data_offset, uint64_t data_size,
                                         uint64_t data_hash) {
     flatbuffers::FlatBufferBuilder b(1 << 16);
@@ -56,16 +56,30 @@ flatbuffers::DetachedBuffer build_index(const CanonicalModel& m, const std::vect
                                            placed[i].scales_size));
     }
     const auto tv = b.CreateVector(tensors);
-    const auto tok = fb::CreateTokenizer(b, fb::TokenizerKind::Char, b.CreateVector(cps));
+    const bool bpe = ts.bpe.size() > 0;
+    flatbuffers::Offset<fb::Tokenizer> tok;
+    if (bpe) {
+        std::vector<fb::BpeMerge> merges;
+        merges.reserve(ts.bpe.merges.size());
+        for (const BpeMerge& x : ts.bpe.merges) merges.emplace_back(x.left, x.right, x.result);
+        const auto offsets = b.CreateVector(ts.bpe.offsets);
+        const auto bytes = b.CreateVector(reinterpret_cast<const uint8_t*>(ts.bpe.bytes.data()), ts.bpe.bytes.size());
+        const auto mv = b.CreateVectorOfStructs(merges);
+        tok = fb::CreateTokenizer(b, fb::TokenizerKind::ByteBpe, 0, offsets, bytes, mv);
+    } else {
+        tok = fb::CreateTokenizer(b, fb::TokenizerKind::Char, b.CreateVector(ts.code_points));
+    }
+    const uint32_t n_tok = bpe ? static_cast<uint32_t>(ts.bpe.size()) : static_cast<uint32_t>(ts.code_points.size());
+    const bool v2 = bpe || c.arch == Arch::HfGpt2;
     const auto pv = fb::CreateProvenance(b, b.CreateString(prov.source_file), b.CreateString(prov.source_sha256),
                                          b.CreateString(prov.vocab_source), b.CreateString(kConverter));
     fb::Activation act = c.activation == kernels::ActivationKind::ReLU      ? fb::Activation::ReLU
                          : c.activation == kernels::ActivationKind::GeluErf ? fb::Activation::GeluErf
                                                                              : fb::Activation::GeluTanh;
-    const auto cfg = fb::CreateConfig(b, c.arch == Arch::GptPy ? fb::Arch::GptPy : fb::Arch::NanoGPT, c.n_layer, c.n_head,
-                                      c.n_embd, c.block_size, c.vocab_size, c.ffn_hidden, act, c.ln_eps, c.attn_scale,
-                                      c.tied_lm_head);
-    const auto root = fb::CreateModel(b, kFormatVersion, cfg, tok, pv, tv, data_offset, data_size, data_hash);
+    const fb::Arch arch = c.arch == Arch::GptPy ? fb::Arch::GptPy : c.arch == Arch::NanoGPT ? fb::Arch::NanoGPT : fb::Arch::HfGpt2;
+    const auto cfg = fb::CreateConfig(b, arch, c.n_layer, c.n_head, c.n_embd, c.block_size, c.vocab_size, c.ffn_hidden, act,
+                                      c.ln_eps, c.attn_scale, c.tied_lm_head, v2 ? n_tok : 0);
+    const auto root = fb::CreateModel(b, v2 ? kFormatVersion : kFormatVersionChar, cfg, tok, pv, tv, data_offset, data_size, data_hash);
     fb::FinishSizePrefixedModelBuffer(b, root);
     return b.Release();
 }
@@ -87,8 +101,20 @@ void write_all(int fd, const void* p, size_t n, const std::string& path) {
 
 WriteReport write_ember(const CanonicalModel& model, const std::vector<uint32_t>& code_points, const ProvenanceInfo& provenance,
                         const WriteOptions& opts, const std::string& out_path) {
-    if (static_cast<int>(code_points.size()) != model.config.vocab_size) {
-        fail("vocabulary has ", code_points.size(), " characters but the model's vocab_size is ", model.config.vocab_size);
+    TokenizerSpec ts;
+    ts.code_points = code_points;
+    return write_ember(model, ts, provenance, opts, out_path);
+}
+
+WriteReport write_ember(const CanonicalModel& model, const TokenizerSpec& tokenizer, const ProvenanceInfo& provenance,
+                        const WriteOptions& opts, const std::string& out_path) {
+    if (tokenizer.bpe.size() > 0) {
+        verify_bpe(tokenizer.bpe, "tokenizer");
+        if (tokenizer.bpe.size() > model.config.vocab_size) {
+            fail("the tokenizer has ", tokenizer.bpe.size(), " tokens but the model's wte has only ", model.config.vocab_size, " rows");
+        }
+    } else if (static_cast<int>(tokenizer.code_points.size()) != model.config.vocab_size) {
+        fail("vocabulary has ", tokenizer.code_points.size(), " characters but the model's vocab_size is ", model.config.vocab_size);
     }
     if (opts.group_size < 0) fail("--group-size ", opts.group_size, " must be >= 0 (0 = a whole row)");
     WriteReport report;
@@ -156,9 +182,9 @@ WriteReport write_ember(const CanonicalModel& model, const std::vector<uint32_t>
 
     // The index's size does not depend on data_offset (ForceDefaults), so build it once to
     // learn its size, then again with the real offset.
-    auto probe = build_index(model, code_points, provenance, placed, 0, data.size(), hash);
+    auto probe = build_index(model, tokenizer, provenance, placed, 0, data.size(), hash);
     const uint64_t data_offset = (probe.size() + kDataAlignment - 1) / kDataAlignment * kDataAlignment;
-    auto index = build_index(model, code_points, provenance, placed, data_offset, data.size(), hash);
+    auto index = build_index(model, tokenizer, provenance, placed, data_offset, data.size(), hash);
     if (index.size() != probe.size()) fail("internal: the model index changed size between builds");
 
     const std::string tmp = out_path + ".tmp-" + std::to_string(::getpid());

@@ -44,8 +44,19 @@ struct WriteReport {
     uint64_t file_bytes = 0;
 };
 
+// The tokenizer a file carries: a char vocabulary (code_points, one per row of wte), or a
+// byte-level BPE (bpe.size() > 0; at most vocab_size tokens, rows past them are padding).
+struct TokenizerSpec {
+    std::vector<uint32_t> code_points;
+    BpeData bpe;
+};
+
+// Writes format_version 1 for a char model of the gptpy / nanogpt architectures, else 2
+// (schema/ember.fbs). Throws ember::Error (a BPE that fails verify_bpe included).
+WriteReport write_ember(const CanonicalModel& model, const TokenizerSpec& tokenizer, const ProvenanceInfo& provenance,
+                        const WriteOptions& opts, const std::string& out_path);
+
 // code_points: the char vocabulary, one per id (size must equal config.vocab_size).
-// Throws ember::Error.
 WriteReport write_ember(const CanonicalModel& model, const std::vector<uint32_t>& code_points,
                         const ProvenanceInfo& provenance, const WriteOptions& opts, const std::string& out_path);
 

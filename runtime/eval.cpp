@@ -9,8 +9,9 @@ namespace ember {
 
 int64_t val_split_start(int64_t n) { return static_cast<int64_t>(0.9 * static_cast<double>(n)); }
 
-EvalResult evaluate(Session& session, const int* ids, int64_t n, int block_size, int vocab_size) {
+EvalResult evaluate(Session& session, const int* ids, int64_t n, int block_size, int vocab_size, int n_real) {
     if (n < 2) fail("eval needs at least 2 tokens, got ", n);
+    const int V = n_real > 0 && n_real < vocab_size ? n_real : vocab_size;  // softmax over the real rows
     EvalResult r;
     double total = 0.0;
     for (int64_t start = 0; start + 1 < n; start += block_size) {
@@ -18,9 +19,9 @@ EvalResult evaluate(Session& session, const int* ids, int64_t n, int block_size,
         const float* logits = session.forward_window(ids + start, T);
         for (int t = 0; t < T; ++t) {
             const float* row = logits + static_cast<size_t>(t) * vocab_size;
-            const float mx = *std::max_element(row, row + vocab_size);
+            const float mx = *std::max_element(row, row + V);
             double sum = 0.0;
-            for (int v = 0; v < vocab_size; ++v) sum += std::exp(static_cast<double>(row[v]) - mx);
+            for (int v = 0; v < V; ++v) sum += std::exp(static_cast<double>(row[v]) - mx);
             total += std::log(sum) + mx - row[ids[start + t + 1]];
         }
         r.tokens += T;

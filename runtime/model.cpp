@@ -19,7 +19,14 @@
 
 namespace ember {
 
-const char* arch_name(Arch a) { return a == Arch::GptPy ? "gptpy" : "nanogpt"; }
+const char* arch_name(Arch a) {
+    switch (a) {
+    case Arch::GptPy: return "gptpy";
+    case Arch::NanoGPT: return "nanogpt";
+    case Arch::HfGpt2: return "hf-gpt2";
+    }
+    return "?";
+}
 
 const char* activation_name(kernels::ActivationKind a) {
     switch (a) {
@@ -111,8 +118,10 @@ void Model::verify_and_view(bool require_checksum) {
     flatbuffers::Verifier verifier(base_, fb_size + 4);
     if (!fb::VerifySizePrefixedModelBuffer(verifier)) fail(f, ": the model index fails the FlatBuffers verifier (corrupted file)");
     const fb::Model* fm = fb::GetSizePrefixedModel(base_);
-    if (fm->format_version() != kFormatVersion) {
-        fail(f, ": format_version ", fm->format_version(), " is not supported (this ember reads version ", kFormatVersion, ")");
+    format_version_ = fm->format_version();
+    if (format_version_ != kFormatVersionChar && format_version_ != kFormatVersion) {
+        fail(f, ": format_version ", format_version_, " is not supported (this ember reads versions ", kFormatVersionChar, " and ",
+             kFormatVersion, ")");
     }
 
     // Data section.
@@ -140,8 +149,12 @@ void Model::verify_and_view(bool require_checksum) {
         return static_cast<int>(v);
     };
     ModelConfig& cfg = config_;
-    if (c->arch() != fb::Arch::GptPy && c->arch() != fb::Arch::NanoGPT) fail(f, ": config.arch ", int(c->arch()), " is unknown");
-    cfg.arch = c->arch() == fb::Arch::GptPy ? Arch::GptPy : Arch::NanoGPT;
+    switch (c->arch()) {
+    case fb::Arch::GptPy: cfg.arch = Arch::GptPy; break;
+    case fb::Arch::NanoGPT: cfg.arch = Arch::NanoGPT; break;
+    case fb::Arch::HfGpt2: cfg.arch = Arch::HfGpt2; break;
+    default: fail(f, ": config.arch ", int(c->arch()), " is unknown");
+    }
     cfg.n_layer = dim("n_layer", c->n_layer(), kMaxLayers);
     cfg.n_head = dim("n_head", c->n_head(), kMaxDim);
     cfg.n_embd = dim("n_embd", c->n_embd(), kMaxDim);
@@ -167,16 +180,42 @@ void Model::verify_and_view(bool require_checksum) {
 
     // Tokenizer.
     const fb::Tokenizer* tok = fm->tokenizer();
-    if (tok->kind() != fb::TokenizerKind::Char) fail(f, ": tokenizer.kind ", int(tok->kind()), " is unknown");
-    if (!tok->code_points() || tok->code_points()->size() != V) {
-        fail(f, ": tokenizer holds ", tok->code_points() ? tok->code_points()->size() : 0, " entries but config.vocab_size is ", V);
+    const bool v1 = format_version_ == kFormatVersionChar;
+    if (v1 && (cfg.arch == Arch::HfGpt2 || tok->kind() != fb::TokenizerKind::Char || c->tokenizer_size() != 0)) {
+        fail(f, ": format_version 1 cannot hold a BPE tokenizer, tokenizer_size or the hf-gpt2 architecture");
     }
-    code_points_.assign(tok->code_points()->begin(), tok->code_points()->end());
-    for (size_t i = 0; i < code_points_.size(); ++i) {
-        const uint32_t cp = code_points_[i];
-        if (cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) fail(f, ": tokenizer entry ", i, " (", cp, ") is not a Unicode scalar value");
-        if (i > 0 && cp <= code_points_[i - 1]) fail(f, ": tokenizer entry ", i, " is not in ascending order (sorted(set(text)))");
+    if (tok->kind() == fb::TokenizerKind::Char) {
+        if (!tok->code_points() || tok->code_points()->size() != V) {
+            fail(f, ": tokenizer holds ", tok->code_points() ? tok->code_points()->size() : 0, " entries but config.vocab_size is ", V);
+        }
+        code_points_.assign(tok->code_points()->begin(), tok->code_points()->end());
+        for (size_t i = 0; i < code_points_.size(); ++i) {
+            const uint32_t cp = code_points_[i];
+            if (cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) fail(f, ": tokenizer entry ", i, " (", cp, ") is not a Unicode scalar value");
+            if (i > 0 && cp <= code_points_[i - 1]) fail(f, ": tokenizer entry ", i, " is not in ascending order (sorted(set(text)))");
+        }
+    } else if (tok->kind() == fb::TokenizerKind::ByteBpe) {
+        if (!tok->token_offsets() || !tok->token_bytes() || !tok->merges()) {
+            fail(f, ": BPE tokenizer lacks token_offsets, token_bytes or merges");
+        }
+        bpe_.offsets.assign(tok->token_offsets()->begin(), tok->token_offsets()->end());
+        bpe_.bytes.assign(reinterpret_cast<const char*>(tok->token_bytes()->data()), tok->token_bytes()->size());
+        bpe_.merges.resize(tok->merges()->size());
+        for (size_t r = 0; r < bpe_.merges.size(); ++r) {
+            const fb::BpeMerge* m = tok->merges()->Get(static_cast<flatbuffers::uoffset_t>(r));
+            bpe_.merges[r] = {m->left(), m->right(), m->result()};
+        }
+        verify_bpe(bpe_, f);
+        has_bpe_ = true;
+        if (static_cast<uint64_t>(bpe_.size()) > V) fail(f, ": BPE tokenizer has ", bpe_.size(), " tokens but config.vocab_size is only ", V);
+    } else {
+        fail(f, ": tokenizer.kind ", int(tok->kind()), " is unknown");
     }
+    const uint64_t n_tok = has_bpe_ ? static_cast<uint64_t>(bpe_.size()) : code_points_.size();
+    if (c->tokenizer_size() != 0 && c->tokenizer_size() != n_tok) {
+        fail(f, ": config.tokenizer_size ", c->tokenizer_size(), " but the tokenizer holds ", n_tok, " entries");
+    }
+    cfg.tokenizer_size = static_cast<int>(n_tok);
 
     // Tensors: what the configuration expects.
     std::map<std::string, Expected> expected;

@@ -4,7 +4,8 @@
 // the file, FlatBuffers verifier, identifier "EMBR", format_version, configuration bounds
 // (every product used to size a buffer fits in 32 bits), n_embd divisible by n_head, each
 // tensor's name, shape (against the configuration), dtype, group size, and byte ranges inside
-// the data section, the data section inside the file, and XXH64 of the data section.
+// the data section, the data section inside the file, XXH64 of the data section, and the
+// tokenizer (char: code points ascending; byte-level BPE: verify_bpe in runtime/bpe.h).
 // Any failure throws ember::Error naming the file and the field.
 #pragma once
 
@@ -16,13 +17,17 @@
 
 #include "kernels/cpu/activation.h"
 #include "kernels/cpu/weights.h"
+#include "runtime/bpe.h"
 
 namespace ember {
 
-constexpr uint32_t kFormatVersion = 1;
+// The newest .ember format this ember reads; version 1 files (char tokenizer) still load, and
+// the converter writes version 1 unless the file needs version 2 (schema/ember.fbs).
+constexpr uint32_t kFormatVersion = 2;
+constexpr uint32_t kFormatVersionChar = 1;
 constexpr size_t kDataAlignment = 64;
 
-enum class Arch { GptPy, NanoGPT };
+enum class Arch { GptPy, NanoGPT, HfGpt2 };
 const char* arch_name(Arch a);
 const char* activation_name(kernels::ActivationKind a);
 
@@ -40,6 +45,9 @@ struct ModelConfig {
     float ln_eps = 1e-5f;
     float attn_scale = 0.0f;  // 1/sqrt(head_size)
     bool tied_lm_head = false;
+    // Ids the tokenizer knows, <= vocab_size: rows of wte / lm_head past it are padding
+    // (nanoGPT pads GPT-2's 50257 to 50304) whose logits are never sampled nor scored.
+    int tokenizer_size = 0;
 
     int head_size() const { return n_embd / n_head; }
 };
@@ -90,8 +98,11 @@ public:
 
     const ModelConfig& config() const { return config_; }
     const ModelWeights& weights() const { return weights_; }
-    // Char tokenizer: code point of each id, ascending.
+    // Char tokenizer: code point of each id, ascending (empty for a BPE model).
     const std::vector<uint32_t>& code_points() const { return code_points_; }
+    // Byte-level BPE tokenizer (verified), or nullptr for a char model.
+    const BpeData* bpe() const { return has_bpe_ ? &bpe_ : nullptr; }
+    uint32_t format_version() const { return format_version_; }
     const std::vector<TensorInfo>& tensors() const { return tensors_; }
     const std::string& path() const { return path_; }
     size_t file_bytes() const { return size_; }
@@ -110,6 +121,9 @@ private:
     ModelConfig config_;
     ModelWeights weights_;
     std::vector<uint32_t> code_points_;
+    BpeData bpe_;
+    bool has_bpe_ = false;
+    uint32_t format_version_ = 0;
     std::vector<TensorInfo> tensors_;
     bool checksum_ok_ = false;
     uint64_t checksum_ = 0;
