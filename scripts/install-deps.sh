@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs the Debian 12 packages ember builds and tests with, if any is missing.
 #   scripts/install-deps.sh          build + test dependencies
-#   scripts/install-deps.sh --tools  also python3-torch + libopenblas0-pthread (tools/, bench/)
+#   scripts/install-deps.sh --tools  also python3-torch + libopenblas0-pthread (tools/, bench/),
+#                                    unicode-data (tools/make_unicode_tables.py)
 set -euo pipefail
 
 pkgs=(cmake g++ make pkg-config
@@ -13,7 +14,7 @@ pkgs=(cmake g++ make pkg-config
       libxxhash-dev                             # .ember data checksum
       libssl-dev)                               # SHA-256 (provenance, flashing)
 if [[ "${1:-}" == "--tools" ]]; then
-  pkgs+=(python3 python3-torch libopenblas0-pthread)
+  pkgs+=(python3 python3-torch libopenblas0-pthread unicode-data)
 fi
 
 missing=()
