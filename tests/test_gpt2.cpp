@@ -363,3 +363,38 @@ TEST_CASE("GPT-2's tokenizer with an embedding padded to 50304 rows: padding row
     CHECK(run("generate -m '" + path + "' -p 'bad \xff' -n 3") == 1);
     CHECK(test::read_file(err).find("prompt: invalid UTF-8 at byte 4") != std::string::npos);
 }
+
+TEST_CASE("ember convert with --tokenizer: the summary names what was transposed, tied and padded; bad inputs leave no file") {
+    test::TempDir dir;
+    const std::string out = dir.file("out"), err = dir.file("err");
+    auto run = [&](const std::string& args) {
+        const int rc = std::system((std::string(EMBER_CLI) + " " + args + " >'" + out + "' 2>'" + err + "' </dev/null").c_str());
+        return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+    };
+    const std::string tiny = " --tokenizer '" + kTiny[1] + "' --tokenizer '" + kTiny[0] + "'";  // vocab.bpe first: either order
+    REQUIRE(run("convert '" + fixture("gpt2/hf/pytorch_model.bin") + "'" + tiny + " -o '" + dir.file("m.ember") + "'") == 0);
+    const std::string s = test::read_file(out);
+    CHECK(s.find("architecture: hf-gpt2 (gelu (tanh), lm_head tied to wte)") != std::string::npos);
+    CHECK(s.find("tokenizer: byte-level BPE, 297 tokens, 40 merges; wte rows 297..319 are padding, never sampled") != std::string::npos);
+    CHECK(s.find("Conv1D weights (attn.c_attn, attn.c_proj, mlp.c_fc, mlp.c_proj) transposed from [in, out]") != std::string::npos);
+    CHECK(s.find("dropped buffers: 4") != std::string::npos);
+
+    auto refused = [&](const std::string& args, const std::string& what) {
+        CHECK(run(args + " -o '" + dir.file("bad.ember") + "'") == 1);
+        const std::string e = test::read_file(err);
+        CAPTURE(e);
+        CHECK(e.rfind("ember: error: ", 0) == 0);
+        CHECK(e.find(what) != std::string::npos);
+        CHECK(!std::filesystem::exists(dir.file("bad.ember")));
+    };
+    refused("convert '" + fixture("gpt2/hf/model.safetensors") + "' --tokenizer '" + kTiny[0] + "'",
+            "--tokenizer: give GPT-2's encoder.json and vocab.bpe");
+    refused("convert '" + fixture("gpt2/hf/model.safetensors") + "' --tokenizer '" + kTiny[0] + "' --tokenizer '" + kTiny[0] + "'",
+            "give GPT-2's encoder.json (a JSON object) and vocab.bpe");
+    refused("convert '" + fixture("gpt2/hf/model.safetensors") + "'" + tiny + " --vocab-text '" + kTiny[1] + "'", "excludes");
+    refused("convert '" + fixture("gpt2/hf/model.safetensors") + "' --tokenizer '" + fixture("gpt2") + "'",
+            "holds neither encoder.json + vocab.bpe nor vocab.json + merges.txt");
+    test::write_file(dir.file("vocab.bpe"), "#version: 0.2\n\xc4\xa0 t\nno_such token\n");
+    refused("convert '" + fixture("gpt2/hf/model.safetensors") + "' --tokenizer '" + kTiny[0] + "' --tokenizer '" + dir.file("vocab.bpe") + "'",
+            "vocab.bpe:3: merge 'no_such token' uses or makes a token that");
+}
