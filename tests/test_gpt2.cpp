@@ -398,3 +398,22 @@ TEST_CASE("ember convert with --tokenizer: the summary names what was transposed
     refused("convert '" + fixture("gpt2/hf/model.safetensors") + "' --tokenizer '" + kTiny[0] + "' --tokenizer '" + dir.file("vocab.bpe") + "'",
             "vocab.bpe:3: merge 'no_such token' uses or makes a token that");
 }
+
+TEST_CASE("An .ember whose BPE tables were altered is refused at load (the index is untrusted too)") {
+    test::TempDir dir;
+    auto m = convert_to(dir, fixture("gpt2/hf/model.safetensors"), kTiny);
+    m.reset();
+    std::string bytes = test::read_file(dir.file("m.ember"));
+    // Token bytes of merges 0..3 of GPT-2: " t", " a", "he", "in" (stored one after another).
+    const std::string run = " t ahein";
+    const size_t at = bytes.find(run);
+    REQUIRE(at != std::string::npos);
+    REQUIRE(bytes.find(run, at + 1) == std::string::npos);
+    bytes[at + 4] = 'x';  // "he" -> "xe": merge 2 (h, e) no longer makes its token
+    test::write_file(dir.file("bad.ember"), bytes);
+    CHECK_THROWS_WITH_AS(Model::open(dir.file("bad.ember")), doctest::Contains("BPE merge 2: token 258 is not token"), Error);
+    bytes[at + 4] = 'h';
+    bytes[at + 5] = 'h';  // "he" -> "hh", the same bytes as no other token, still not h + e
+    test::write_file(dir.file("bad.ember"), bytes);
+    CHECK_THROWS_WITH_AS(Model::open(dir.file("bad.ember")), doctest::Contains("BPE merge 2"), Error);
+}
