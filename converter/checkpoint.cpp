@@ -8,6 +8,8 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <map>
+#include <set>
 #include <nlohmann/json.hpp>
 
 #include "converter/safetensors.h"
@@ -58,12 +60,20 @@ std::vector<uint8_t> read_head(const std::string& path, size_t n) {
     return head;
 }
 
+// Where tensors' storages come from: a zip archive's entries or a legacy file's raw storages.
+class Storages {
+public:
+    virtual ~Storages() = default;
+    virtual const std::vector<uint8_t>& get(const std::string& key, const std::string& tensor) = 0;
+    virtual std::string entry_name(const std::string& key) const = 0;
+};
+
 // The storages of one archive, each read once (tied tensors share one).
-class StorageCache {
+class StorageCache final : public Storages {
 public:
     StorageCache(const ZipArchive& zip, std::string prefix) : zip_(zip), prefix_(std::move(prefix)) {}
 
-    const std::vector<uint8_t>& get(const std::string& key, const std::string& tensor) {
+    const std::vector<uint8_t>& get(const std::string& key, const std::string& tensor) override {
         auto it = cache_.find(key);
         if (it != cache_.end()) return it->second;
         const std::string entry = prefix_ + "data/" + key;
@@ -74,7 +84,7 @@ public:
         return cache_.emplace(key, zip_.read(entry, kMaxStorageBytes)).first->second;
     }
 
-    std::string entry_name(const std::string& key) const { return prefix_ + "data/" + key; }
+    std::string entry_name(const std::string& key) const override { return prefix_ + "data/" + key; }
 
 private:
     const ZipArchive& zip_;
@@ -83,7 +93,7 @@ private:
 };
 
 // A rebuilt tensor as contiguous f32, its storage offset and strides honoured.
-SourceTensor materialize(const std::string& path, const std::string& name, const Value& t, StorageCache& storages) {
+SourceTensor materialize(const std::string& path, const std::string& name, const Value& t, Storages& storages) {
     const Value& storage = *t.storage;
     const std::string where = "tensor '" + printable(name) + "'";
     SourceTensor out;
@@ -190,21 +200,9 @@ std::string find_record_prefix(const ZipArchive& zip) {
     fail(zip.path(), ": zip archive has no <folder>/data.pkl, so it is not a PyTorch checkpoint");
 }
 
-Checkpoint read_torch_zip(const std::string& path) {
-    ZipArchive zip(path);
-    const std::string prefix = find_record_prefix(zip);
-
-    if (zip.entry_size(prefix + "byteorder")) {
-        const std::vector<uint8_t> b = zip.read(prefix + "byteorder", 16);
-        std::string order(b.begin(), b.end());
-        while (!order.empty() && (order.back() == '\n' || order.back() == '\r' || order.back() == ' ')) order.pop_back();
-        if (order == "big") fail(path, ": checkpoint was saved on a big-endian machine (byteorder 'big'); only little-endian is supported");
-        if (order != "little") fail(path, ": unknown byteorder '", printable(order), "'");
-    }
-
-    const std::vector<uint8_t> pkl = zip.read(prefix + "data.pkl", kMaxPickleBytes);
-    const pickle::Pickle p = pickle::unpickle(pkl.data(), pkl.size(), path);
-    const Value& root = p.root();
+// The state_dict (or nanoGPT's {"model", "model_args"}) of an unpickled checkpoint. budget:
+// the storages' bytes; the tensors may hold at most that many values in all.
+Checkpoint checkpoint_from_pickle(const std::string& path, const Value& root, Storages& storages, uint64_t budget) {
     if (root.kind != Kind::Dict) {
         fail(path, ": checkpoint holds a ", pickle::kind_name(root.kind), ", not a state_dict or a dict with \"model\"");
     }
@@ -215,21 +213,14 @@ Checkpoint read_torch_zip(const std::string& path) {
         if (model->kind != Kind::Dict) fail(path, ": checkpoint's \"model\" entry is a ", pickle::kind_name(model->kind), ", not a state_dict");
         if (const Value* args = root.get("model_args")) {
             if (args->kind != Kind::Dict) fail(path, ": checkpoint's \"model_args\" is a ", pickle::kind_name(args->kind), ", not a dict");
-            JsonBudget budget;
-            ckpt.model_args_json = to_json(path, "model_args", *args, 0, budget)
+            JsonBudget json_budget;
+            ckpt.model_args_json = to_json(path, "model_args", *args, 0, json_budget)
                                        .dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
         }
     } else {
         model = &root;
     }
 
-    // Views may share storages (tying), but never by more than this in all: one value per
-    // storage byte, 4x the f32 elements, bounds what a hostile pickle can make us allocate.
-    uint64_t budget = 0;
-    for (const std::string& name : zip.names()) {
-        if (name.compare(0, prefix.size() + 5, prefix + "data/") == 0) budget += zip.entry_size(name).value_or(0);
-    }
-    StorageCache storages(zip, prefix);
     uint64_t total = 0;
     for (const auto& [k, v] : model->entries) {
         if (v->kind != Kind::Tensor) continue;  // a state_dict holds only tensors; skip anything else
@@ -248,6 +239,128 @@ Checkpoint read_torch_zip(const std::string& path) {
     }
     if (ckpt.tensors.empty()) fail(path, ": checkpoint holds no tensors");
     return ckpt;
+}
+
+Checkpoint read_torch_zip(const std::string& path) {
+    ZipArchive zip(path);
+    const std::string prefix = find_record_prefix(zip);
+
+    if (zip.entry_size(prefix + "byteorder")) {
+        const std::vector<uint8_t> b = zip.read(prefix + "byteorder", 16);
+        std::string order(b.begin(), b.end());
+        while (!order.empty() && (order.back() == '\n' || order.back() == '\r' || order.back() == ' ')) order.pop_back();
+        if (order == "big") fail(path, ": checkpoint was saved on a big-endian machine (byteorder 'big'); only little-endian is supported");
+        if (order != "little") fail(path, ": unknown byteorder '", printable(order), "'");
+    }
+
+    const std::vector<uint8_t> pkl = zip.read(prefix + "data.pkl", kMaxPickleBytes);
+    const pickle::Pickle p = pickle::unpickle(pkl.data(), pkl.size(), path);
+    // Views may share storages (tying), but never by more than this in all: one value per
+    // storage byte, 4x the f32 elements, bounds what a hostile pickle can make us allocate.
+    uint64_t budget = 0;
+    for (const std::string& name : zip.names()) {
+        if (name.compare(0, prefix.size() + 5, prefix + "data/") == 0) budget += zip.entry_size(name).value_or(0);
+    }
+    StorageCache storages(zip, prefix);
+    return checkpoint_from_pickle(path, p.root(), storages, budget);
+}
+
+// torch.save's legacy format (torch < 1.6, or _use_new_zipfile_serialization=False): pickles of
+// the magic number, the protocol version (1001) and sys_info, then the object's pickle whose
+// persistent ids name storages, then a pickle of the storage keys in order, then per key an
+// int64 element count and the storage's raw bytes.
+class LegacyStorages final : public Storages {
+public:
+    LegacyStorages(const std::string& path, const std::vector<uint8_t>& file, size_t pos, const pickle::Value& keys,
+                   const std::map<std::string, std::string>& types)
+        : path_(path) {
+        if (keys.kind != Kind::List) fail(path, ": legacy checkpoint: the storage keys are not a list");
+        for (const Value* k : keys.items) {
+            if (k->kind != Kind::Str) fail(path, ": legacy checkpoint: a storage key is not a string");
+            auto t = types.find(k->text);
+            if (t == types.end()) fail(path, ": legacy checkpoint: storage '", printable(k->text), "' is listed but no tensor uses it");
+            const uint64_t elem = pickle::storage_element_size(t->second);
+            if (file.size() - pos < 8) fail(path, ": legacy checkpoint: storage '", printable(k->text), "' is cut short (truncated?)");
+            uint64_t numel = 0;
+            for (int i = 7; i >= 0; --i) numel = numel << 8 | file[pos + static_cast<size_t>(i)];
+            pos += 8;
+            if (elem == 0 || numel > (file.size() - pos) / elem) {
+                fail(path, ": legacy checkpoint: storage '", printable(k->text), "' claims ", numel, " elements, past the end of the file");
+            }
+            const size_t bytes = static_cast<size_t>(numel * elem);
+            if (!spans_.emplace(k->text, std::make_pair(pos, bytes)).second) {
+                fail(path, ": legacy checkpoint: storage '", printable(k->text), "' is listed twice");
+            }
+            total_ += bytes;
+            pos += bytes;
+        }
+        file_ = &file;
+    }
+    const std::vector<uint8_t>& get(const std::string& key, const std::string& tensor) override {
+        auto c = cache_.find(key);
+        if (c != cache_.end()) return c->second;
+        auto it = spans_.find(key);
+        if (it == spans_.end()) fail(path_, ": tensor '", printable(tensor), "': storage '", printable(key), "' is not in the file");
+        const uint8_t* b = file_->data() + it->second.first;
+        return cache_.emplace(key, std::vector<uint8_t>(b, b + it->second.second)).first->second;
+    }
+    std::string entry_name(const std::string& key) const override { return "storage " + key; }
+    uint64_t total_bytes() const { return total_; }
+
+private:
+    std::string path_;
+    const std::vector<uint8_t>* file_ = nullptr;
+    std::map<std::string, std::pair<size_t, size_t>> spans_;  // key -> (offset, bytes)
+    std::map<std::string, std::vector<uint8_t>> cache_;
+    uint64_t total_ = 0;
+};
+
+// The storage type of every storage key the tensors under v use. Each value is visited once:
+// shared references (memo) make the pickle a graph whose tree can be exponentially larger.
+void collect_storage_types(const Value& v, std::map<std::string, std::string>& out, std::set<const Value*>& seen, int depth) {
+    if (depth > 64 || !seen.insert(&v).second) return;
+    if (v.kind == Kind::Tensor && v.storage) out[v.storage->key] = v.storage->text;
+    for (const Value* x : v.items) collect_storage_types(*x, out, seen, depth + 1);
+    for (const auto& [k, x] : v.entries) collect_storage_types(*x, out, seen, depth + 1);
+}
+
+Checkpoint read_torch_legacy(const std::string& path) {
+    std::vector<uint8_t> file;
+    {
+        std::ifstream in(path, std::ios::binary | std::ios::ate);
+        if (!in) fail(path, ": cannot open (", std::strerror(errno), ")");
+        const std::streamoff size = in.tellg();
+        if (size < 0 || static_cast<uint64_t>(size) > kMaxStorageBytes) fail(path, ": legacy checkpoint of implausible size");
+        file.resize(static_cast<size_t>(size));
+        in.seekg(0);
+        if (!in.read(reinterpret_cast<char*>(file.data()), size)) fail(path, ": read failed");
+    }
+    // pickle.dumps(0x1950a86a20f9469cfc6c, protocol=2): torch's legacy magic number.
+    static const uint8_t kMagic[] = {0x80, 0x02, 0x8a, 0x0a, 0x6c, 0xfc, 0x9c, 0x46, 0xf9, 0x20, 0x6a, 0xa8, 0x50, 0x19, 0x2e};
+    if (file.size() < sizeof kMagic || std::memcmp(file.data(), kMagic, sizeof kMagic) != 0) {
+        fail(path, ": a bare pickle, not a PyTorch checkpoint (neither the zip format nor torch's legacy format)");
+    }
+    size_t pos = sizeof kMagic, used = 0;
+    auto next = [&](const char* what) {
+        pickle::Pickle p = pickle::unpickle(file.data() + pos, file.size() - pos, path + " (" + what + ")", &used);
+        pos += used;
+        return p;
+    };
+    const pickle::Pickle version = next("protocol version");
+    if (version.root().kind != Kind::Int || version.root().integer != 1001) {
+        fail(path, ": legacy checkpoint with protocol version other than 1001");
+    }
+    const pickle::Pickle sys_info = next("sys_info");
+    if (const Value* le = sys_info.root().get("little_endian"); le && le->kind == Kind::Bool && !le->boolean) {
+        fail(path, ": checkpoint was saved on a big-endian machine; only little-endian is supported");
+    }
+    const pickle::Pickle obj = next("data");
+    const pickle::Pickle keys = next("storage keys");
+    std::map<std::string, std::string> types;
+    std::set<const Value*> seen;
+    collect_storage_types(obj.root(), types, seen, 0);
+    LegacyStorages storages(path, file, pos, keys.root(), types);
+    return checkpoint_from_pickle(path, obj.root(), storages, storages.total_bytes());
 }
 
 }  // namespace
@@ -279,10 +392,7 @@ Checkpoint read_checkpoint(const std::string& path) {
         return read_torch_zip(path);
     }
     if (looks_like_safetensors(head.data(), head.size())) return read_safetensors(path);
-    if (head.size() >= 2 && head[0] == 0x80 && head[1] <= 5) {
-        fail(path, ": not a PyTorch checkpoint (zip) or safetensors file (it looks like a bare pickle, "
-                   "the legacy torch.save format; re-save it with torch >= 1.6)");
-    }
+    if (head.size() >= 2 && head[0] == 0x80 && head[1] <= 5) return read_torch_legacy(path);
     fail(path, ": not a PyTorch checkpoint (zip) or safetensors file");
 }
 

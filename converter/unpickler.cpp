@@ -109,6 +109,8 @@ public:
         return std::move(result_);
     }
 
+    size_t position() const { return pos_; }
+
 private:
     [[noreturn]] void bad(const std::string& what) const {
         fail(source_, ": malformed pickle at byte ", op_pos_, ": ", what);
@@ -222,10 +224,13 @@ private:
         push(v);
     }
 
-    // The persistent id of a torch storage: ('storage', torch.XStorage, key, location, numel).
+    // The persistent id of a torch storage: ('storage', torch.XStorage, key, location, numel),
+    // or in torch's legacy format the same with a sixth entry, view_metadata, which must be None
+    // (storage views are not supported).
     Value* persistent_load(const Value* pid) {
-        if (pid->kind != Kind::Tuple || pid->items.size() != 5) bad("a persistent id that is not a 5-tuple");
+        if (pid->kind != Kind::Tuple || (pid->items.size() != 5 && pid->items.size() != 6)) bad("a persistent id that is not a 5-tuple");
         const auto& it = pid->items;
+        if (it.size() == 6 && it[5]->kind != Kind::None) bad("a legacy storage view (view_metadata), which is not supported");
         if (it[0]->kind != Kind::Str || it[0]->text != "storage") bad("a persistent id that is not ('storage', ...)");
         if (it[1]->kind != Kind::Global || !is_storage_global(it[1]->text)) bad("a persistent id without a storage type");
         if (it[2]->kind != Kind::Str || it[2]->text.empty() || it[2]->text.size() > 64) bad("a storage key that is not a short string");
@@ -456,8 +461,11 @@ private:
     Pickle result_;
 };
 
-Pickle unpickle(const uint8_t* data, size_t size, const std::string& source) {
-    return Unpickler(data, size, source).run();
+Pickle unpickle(const uint8_t* data, size_t size, const std::string& source, size_t* consumed) {
+    Unpickler u(data, size, source);
+    Pickle p = u.run();
+    if (consumed) *consumed = u.position();
+    return p;
 }
 
 }  // namespace ember::convert::pickle

@@ -75,8 +75,10 @@ private:
 };
 
 // Unpickles `size` bytes at `data`. `source` names the input in error messages (a file
-// path, or "path (entry)"). Throws ember::Error.
-Pickle unpickle(const uint8_t* data, size_t size, const std::string& source);
+// path, or "path (entry)"). With `consumed`, the pickle may be followed by other bytes (torch's
+// legacy format holds several pickles and raw storages in a row): *consumed gets the bytes up to
+// and including its STOP opcode. Throws ember::Error.
+Pickle unpickle(const uint8_t* data, size_t size, const std::string& source, size_t* consumed = nullptr);
 
 // True when "module.name" is one of the globals the unpickler accepts.
 bool is_allowed_global(const std::string& module, const std::string& name);

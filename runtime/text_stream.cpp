@@ -79,7 +79,7 @@ Utf8Stream::Utf8Stream(size_t max_feed) : in_(max_feed + 4), out_(3 * (max_feed 
 
 std::string_view Utf8Stream::feed(const char* bytes, size_t n) {
     if (n > max_feed_) fail("text stream: a feed of ", n, " bytes is more than the ", max_feed_, " it was sized for");
-    std::memcpy(in_.data() + n_held_, bytes, n);
+    if (n) std::memcpy(in_.data() + n_held_, bytes, n);
     const size_t total = n_held_ + n;
     size_t consumed = 0;
     const size_t written = decode_into(reinterpret_cast<const uint8_t*>(in_.data()), total, false, out_.data(), &consumed);

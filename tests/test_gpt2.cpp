@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <random>
 
+#include "converter/checkpoint.h"
 #include "converter/convert.h"
 #include "converter/gpt2_tokenizer.h"
 #include "runtime/bpe.h"
@@ -195,11 +196,11 @@ TEST_CASE("verify_bpe refuses tables an encoder could not trust") {
     refused([](BpeData& d) { d.offsets.resize(100); }, "needs 256");
 }
 
-TEST_CASE("Hugging Face GPT-2 (safetensors and pytorch_model.bin): logits equal transformers' math, tanh GELU, tied lm_head") {
+TEST_CASE("Hugging Face GPT-2 (safetensors, pytorch_model.bin zip and legacy): logits equal transformers' math, tanh GELU, tied lm_head") {
     const auto ex = test::load_json(fixture("gpt2/expected.json"));
     const auto ids = ex["ids"].get<std::vector<int>>();
     const auto want = ex["logits_hf"].get<std::vector<double>>();
-    for (const char* file : {"gpt2/hf/model.safetensors", "gpt2/hf/pytorch_model.bin"}) {
+    for (const char* file : {"gpt2/hf/model.safetensors", "gpt2/hf/pytorch_model.bin", "gpt2/hf_legacy/pytorch_model.bin"}) {
         CAPTURE(file);
         test::TempDir dir;
         convert::ConvertResult r;
@@ -416,4 +417,26 @@ TEST_CASE("An .ember whose BPE tables were altered is refused at load (the index
     bytes[at + 5] = 'h';  // "he" -> "hh", the same bytes as no other token, still not h + e
     test::write_file(dir.file("bad.ember"), bytes);
     CHECK_THROWS_WITH_AS(Model::open(dir.file("bad.ember")), doctest::Contains("BPE merge 2"), Error);
+}
+
+TEST_CASE("torch's legacy checkpoint format: cut or altered files are refused with a message") {
+    const std::string good = test::read_file(fixture("gpt2/hf_legacy/pytorch_model.bin"));
+    test::TempDir dir;
+    auto refused = [&](const std::string& bytes, const char* what) {
+        test::write_file(dir.file("p.bin"), bytes);
+        CHECK_THROWS_WITH_AS(convert::read_checkpoint(dir.file("p.bin")), doctest::Contains(what), Error);
+    };
+    refused(good.substr(0, good.size() - 100), "past the end of the file");
+    refused(good.substr(0, 2000), "runs past the end of the pickle");
+    std::string other_magic = good;
+    other_magic[5] = 0;
+    refused(other_magic, "a bare pickle, not a PyTorch checkpoint");
+    std::string bad_version = good;
+    bad_version[good.find("\x4d\xe9\x03") + 1] = 0x00;  // protocol version 1001 -> 768
+    refused(bad_version, "protocol version other than 1001");
+    // Every prefix of the file is refused cleanly (no crash, no accepted partial checkpoint).
+    for (size_t n = 0; n < good.size(); n += 997) {
+        test::write_file(dir.file("p.bin"), good.substr(0, n));
+        CHECK_THROWS_AS(convert::read_checkpoint(dir.file("p.bin")), Error);
+    }
 }

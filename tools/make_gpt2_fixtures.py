@@ -16,6 +16,8 @@ Writes tests/fixtures/gpt2/
                                            sharing wte's storage, bool attn.bias buffers
   hf/model.safetensors                     keys without "transformer.", no lm_head (tied),
                                            BOOL attn.bias and F32 attn.masked_bias buffers
+  hf_legacy/pytorch_model.bin, config.json torch.save's legacy (pre-1.6) format of the same
+                                           state_dict, as older Hugging Face uploads are
   nanogpt/ckpt.pt                          the same weights in nanoGPT's layout (nn.Linear
                                            [out, in]) with model_args
   expected.json                            {"config", "tokenizer_size", "ids" [T],
@@ -208,6 +210,10 @@ def main():
                    "vocab_size": VOCAB, "layer_norm_epsilon": EPS, "n_inner": None, "scale_attn_weights": True,
                    "tie_word_embeddings": True}, f, indent=2)
     torch.save(sd, os.path.join(root, 'hf', 'pytorch_model.bin'))
+    os.makedirs(os.path.join(root, 'hf_legacy'), exist_ok=True)
+    torch.save(sd, os.path.join(root, 'hf_legacy', 'pytorch_model.bin'), _use_new_zipfile_serialization=False)
+    with open(os.path.join(root, 'hf', 'config.json')) as src, open(os.path.join(root, 'hf_legacy', 'config.json'), 'w') as dst:
+        dst.write(src.read())
     bare = {k[len('transformer.'):]: v for k, v in sd.items() if k.startswith('transformer.')}  # GPT2Model's names
     write_safetensors(os.path.join(root, 'hf', 'model.safetensors'), bare)
 
