@@ -440,3 +440,33 @@ TEST_CASE("torch's legacy checkpoint format: cut or altered files are refused wi
         CHECK_THROWS_AS(convert::read_checkpoint(dir.file("p.bin")), Error);
     }
 }
+
+TEST_CASE("GPT-2 BPE on random input: valid UTF-8 round-trips, anything else is refused with Error") {
+    const BpeTokenizer& tok = gpt2();
+    std::mt19937 rng(11);
+    const uint32_t pool[] = {' ', '\n', '\t', 'a', 'Z', '0', '\'', '!', 's', 0xA0, 0x301, 0x3000, 0x4E00, 0x1F600, 0x200D, 0x85};
+    for (int i = 0; i < 500; ++i) {
+        std::string text;
+        const int n = 1 + static_cast<int>(rng() % 40);
+        for (int j = 0; j < n; ++j) {
+            char buf[4];
+            const uint32_t cp = rng() % 3 ? pool[rng() % std::size(pool)] : 0x20 + rng() % 0x2FFF0;
+            if (cp >= 0xD800 && cp <= 0xDFFF) continue;
+            text.append(buf, static_cast<size_t>(utf8_encode(cp, buf)));
+        }
+        CAPTURE(text);
+        const auto ids = tok.encode(text, "text");
+        CHECK(token_string(tok, ids) == text);
+        std::string bytes = text;
+        bytes[rng() % bytes.size()] = static_cast<char>(0x80 + rng() % 0x80);
+        size_t pos = 0;
+        uint32_t cp = 0;
+        bool valid = true;
+        while (valid && pos < bytes.size()) valid = utf8_next(bytes, pos, cp);
+        if (valid) {
+            CHECK(token_string(tok, tok.encode(bytes, "bytes")) == bytes);
+        } else {
+            CHECK_THROWS_WITH_AS(tok.encode(bytes, "bytes"), doctest::Contains("bytes: invalid UTF-8 at byte"), Error);
+        }
+    }
+}
