@@ -353,6 +353,7 @@ void Console::cmd_flash() {
     inbox_.clear();
     inbox_pos_ = 0;
     const FlashOutcome o = run_receiver(in_, out_, ro, pending);
+    inbox_ = o.leftover;  // what the host sent after its BYE
     if (!o.installed) {
         err("flash: " + one_line(o.message));
         return;

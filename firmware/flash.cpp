@@ -269,6 +269,7 @@ FlashOutcome run_receiver(int in_fd, int out_fd, const ReceiverOptions& opts, co
             if (!wire.empty()) write_all(out_fd, wire.data(), wire.size());
             if (over) {
                 FlashOutcome o = rx.outcome();
+                o.leftover = dec.take_rest();
                 if (o.message.empty()) o.message = "the host ended the session before any offer";
                 return o;
             }
@@ -306,8 +307,14 @@ public:
         encode_frame(f, wire);
         for (int attempt = 0; attempt < o_.retries; ++attempt) {
             if (attempt > 0) ++retransmissions;
-            write_all(out_, wire.data(), wire.size());
             const int64_t deadline = now_ms() + o_.timeout_ms;
+            try {
+                write_all(out_, wire.data(), wire.size());
+            } catch (const Error&) {
+                // The line is gone (EIO, EPIPE): this try fails; the device may come back.
+                ::usleep(static_cast<useconds_t>(o_.timeout_ms) * 1000);
+                continue;
+            }
             for (;;) {
                 while (dec_.next(answer)) {
                     if (answer.seq != f.seq) continue;  // a late answer to an earlier frame
@@ -329,9 +336,12 @@ public:
         }
         return false;
     }
-    void send(const Frame& f) {
+    void send(const Frame& f) {  // no answer expected; a failed write is not an error
         const auto wire = encode_frame(f);
-        write_all(out_, wire.data(), wire.size());
+        try {
+            write_all(out_, wire.data(), wire.size());
+        } catch (const Error&) {
+        }
     }
     uint64_t retransmissions = 0;
 

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "firmware/frame.h"
+#include "runtime/error.h"
 
 namespace ember::fw {
 
@@ -36,6 +37,7 @@ struct FlashOutcome {
     bool installed = false;  // a new NAME.ember is in place (verified, synced, renamed)
     std::string name;        // NAME of the last offer
     std::string message;     // what happened, one line
+    std::string leftover;    // bytes read after the host's BYE (the console's next input)
 };
 
 // The device side. handle() takes one frame from the host and appends the answers; the
@@ -101,10 +103,10 @@ struct SendResult {
 };
 
 // Failures of a transfer, with what the CLI needs to pick an exit status.
-class FlashError : public std::runtime_error {
+class FlashError : public Error {
 public:
     enum Kind { Refused, LinkLost };
-    FlashError(Kind k, const std::string& what, uint64_t acked) : std::runtime_error(what), kind(k), acked(acked) {}
+    FlashError(Kind k, const std::string& what, uint64_t acked) : Error(what), kind(k), acked(acked) {}
     Kind kind;
     uint64_t acked;  // bytes the device holds (a new run resumes there)
 };

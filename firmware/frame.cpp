@@ -125,6 +125,13 @@ bool FrameDecoder::next(Frame& f) {
     }
 }
 
+std::string FrameDecoder::take_rest() {
+    std::string rest(reinterpret_cast<const char*>(buf_.data() + start_), buf_.size() - start_);
+    buf_.clear();
+    start_ = 0;
+    return rest;
+}
+
 void PayloadReader::need(size_t n, const char* field) {
     if (p_.size() - pos_ < n) fail("payload too short for ", field, ": needs ", n, " bytes at offset ", pos_, ", holds ", p_.size());
 }

@@ -68,6 +68,8 @@ public:
     uint64_t skipped_bytes() const { return skipped_; }   // bytes that were not part of a valid frame
     uint64_t bad_frames() const { return bad_frames_; }  // frames refused by a length or CRC check
     size_t buffered() const { return buf_.size() - start_; }
+    // Hands back the bytes buffered and not yet decoded (what followed the last frame).
+    std::string take_rest();
 
 private:
     void drop(size_t n);  // discard n bytes from the front as garbage
