@@ -75,7 +75,10 @@ inline size_t expect(int fd, std::string& seen, const std::string& pattern, size
         if (left <= 0) return std::string::npos;
         char buf[4096];
         const long got = fw::read_some(fd, buf, sizeof buf, static_cast<int>(left));
-        if (got < 0) return std::string::npos;
+        if (got < 0) {  // no one at the other end (yet): a pty master whose slave is not open
+            ::usleep(10000);
+            continue;
+        }
         seen.append(buf, static_cast<size_t>(got));
     }
 }
