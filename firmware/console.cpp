@@ -84,6 +84,7 @@ int Console::run() {
             if (inbox_pos_ >= inbox_.size()) {
                 inbox_.clear();
                 inbox_pos_ = 0;
+                if (in_closed_) return 0;
                 char buf[4096];
                 const long got = read_some(in_, buf, sizeof buf, -1);
                 if (got < 0) return 0;  // the line is gone
@@ -178,8 +179,10 @@ void Console::dispatch(const Command& c) {
 
 bool Console::poll_interrupt() {
     char buf[512];
-    const long got = read_some(in_, buf, sizeof buf, 0);
-    if (got < 0) return true;  // the line is gone: stop
+    // The input may end (a pipe into --stdio); the output may still be read: go on. A line
+    // that is really gone fails the next write instead.
+    const long got = in_closed_ ? 0 : read_some(in_, buf, sizeof buf, 0);
+    if (got < 0) in_closed_ = true;
     if (got > 0) inbox_.append(buf, static_cast<size_t>(got));
     const size_t k = inbox_.find('\x03', inbox_pos_);
     if (k == std::string::npos) return false;

@@ -77,6 +77,7 @@ private:
     // Bytes read but not yet handled (type-ahead during a generation; what follows "flash").
     std::string inbox_;
     size_t inbox_pos_ = 0;
+    bool in_closed_ = false;  // the input ended during a generation
 };
 
 }  // namespace ember::fw
