@@ -347,7 +347,7 @@ void Console::cmd_eval(const Command& c) {
 }
 
 void Console::cmd_flash() {
-    ok("flash: binary mode, waiting for frames (firmware/PROTOCOL.md)");
+    write("flash: binary mode, waiting for frames (firmware/PROTOCOL.md)\n");
     ReceiverOptions ro;
     ro.models_dir = opts_.models_dir;
     ro.idle_timeout_ms = opts_.flash_idle_ms;
@@ -361,8 +361,8 @@ void Console::cmd_flash() {
         err("flash: " + one_line(o.message));
         return;
     }
-    ok("flash: " + one_line(o.message));
-    cmd_load(o.name, true);
+    write("flash: " + one_line(o.message) + "\n");
+    cmd_load(o.name, true);  // its OK (or ERR) line ends the command
 }
 
 }  // namespace ember::fw
