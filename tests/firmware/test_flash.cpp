@@ -268,6 +268,55 @@ TEST_CASE("flash: the device killed just before the rename leaves the old model;
     check_working(s.dir.path(), line2.fd[0], s.new_sha);
 }
 
+TEST_CASE("flash: the device killed at a random moment after DONE: old or new model, never a broken one") {
+    for (int delay_us : {0, 300, 1500, 6000}) {
+        CAPTURE(delay_us);
+        Setup s;
+        SocketPair host, link;
+        const pid_t dev = ::fork();
+        REQUIRE(dev >= 0);
+        if (dev == 0) {
+            ::close(link.fd[0]);
+            ::close(host.fd[0]);
+            ::close(host.fd[1]);
+            Console c(link.fd[1], link.fd[1], device_options(s.dir.path()));
+            c.run();
+            _exit(0);
+        }
+        ::close(link.fd[1]);
+        link.fd[1] = -1;
+        std::thread killer;
+        Relay relay(
+            host.fd[1], link.fd[0],
+            [&](std::string& b, uint64_t) {
+                // DONE: magic, then type 6. Kill the device while it verifies, syncs, renames.
+                const size_t k = b.find("EMBF");
+                if (k != std::string::npos && k + 4 < b.size() && b[k + 4] == 6 && !killer.joinable()) {
+                    killer = std::thread([dev, delay_us] {
+                        ::usleep(static_cast<useconds_t>(delay_us));
+                        ::kill(dev, SIGKILL);
+                    });
+                }
+            },
+            nullptr);
+        bool sent = false;
+        try {
+            send_file(host.fd[0], host.fd[0], s.new_bytes, "default", quick_sender());
+            sent = true;  // the verdict got out before the kill
+        } catch (const FlashError& e) {
+            CHECK(e.kind == FlashError::LinkLost);
+        }
+        relay.stop();
+        if (killer.joinable()) killer.join();
+        ::waitpid(dev, nullptr, 0);
+        const std::string sha = sha256_file(s.dir.file("default.ember"));
+        CHECK((sha == s.old_sha || sha == s.new_sha));
+        if (sent) CHECK(sha == s.new_sha);
+        CHECK_NOTHROW(Model::open(s.dir.file("default.ember")));
+        MESSAGE("killed ", delay_us, " us after DONE: ", sha == s.new_sha ? "new" : "old", " model installed");
+    }
+}
+
 TEST_CASE("flash receiver: out-of-order, duplicate and malformed frames") {
     TempDir dir;
     ReceiverOptions ro;
