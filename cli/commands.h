@@ -40,4 +40,18 @@ struct BenchArgs {
 };
 int cmd_bench(const BenchArgs& a);
 
+// `ember flash` (cli/flash.cpp). Exit status: 0 installed, 1 bad input (file, name, port),
+// 2 the device refused the file, 3 the link was lost (running it again resumes).
+struct FlashArgs {
+    std::string port;
+    int baud = 115200;
+    bool rtscts = false;
+    std::string model;
+    std::string name;       // default: the file's name without .ember
+    int timeout_ms = 0;     // 0: from the baud rate
+    int retries = 8;
+    bool no_verify = false;
+};
+int cmd_flash(const FlashArgs& a);
+
 }  // namespace ember::cli

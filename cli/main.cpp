@@ -67,6 +67,17 @@ int main(int argc, char** argv) {
     b->add_option("--runs", be.runs, "runs per figure (median)")->capture_default_str()->check(CLI::Range(1, 1000));
     b->add_flag("--json", be.json, "print one JSON line");
 
+    cli::FlashArgs fl;
+    auto* f = app.add_subcommand("flash", "send a model to ember-console over a serial line");
+    f->add_option("model", fl.model, ".ember file")->required();
+    f->add_option("--port", fl.port, "serial device, e.g. /dev/ttyUSB0")->required();
+    f->add_option("--baud", fl.baud, "line rate (a standard rate up to 4000000)")->capture_default_str()->check(CLI::Range(50, 4000000));
+    f->add_flag("--rtscts", fl.rtscts, "RTS/CTS hardware flow control");
+    f->add_option("--name", fl.name, "install as NAME.ember on the device (default: the file's name)");
+    f->add_option("--timeout", fl.timeout_ms, "ms to wait for an answer before sending again (0: from the baud rate)")->capture_default_str()->check(CLI::Range(0, 600000));
+    f->add_option("--retries", fl.retries, "sends of one frame before the link counts as lost")->capture_default_str()->check(CLI::Range(1, 1000));
+    f->add_flag("--no-verify", fl.no_verify, "send without checking the file here first (the device still verifies)");
+
     try {
         app.parse(argc, argv);
     } catch (const CLI::CallForHelp& e) {
@@ -92,6 +103,7 @@ int main(int argc, char** argv) {
         if (*g) return cli::cmd_generate(gen);
         if (*e) return cli::cmd_eval(ev);
         if (*b) return cli::cmd_bench(be);
+        if (*f) return cli::cmd_flash(fl);
     } catch (const Error& err) {
         std::fflush(stdout);
         std::fprintf(stderr, "ember: error: %s\n", err.what());

@@ -1,0 +1,116 @@
+// `ember flash`: sends a model to ember-console over a serial line (firmware/PROTOCOL.md).
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <string>
+
+#include "cli/commands.h"
+#include "firmware/flash.h"
+#include "firmware/serial_port.h"
+#include "runtime/error.h"
+#include "runtime/model.h"
+#include "runtime/utf8.h"
+
+namespace ember::cli {
+
+namespace {
+
+std::string human_bytes(double b) {
+    char s[32];
+    if (b >= 1024.0 * 1024.0) std::snprintf(s, sizeof s, "%.1f MiB", b / (1024.0 * 1024.0));
+    else if (b >= 1024.0) std::snprintf(s, sizeof s, "%.1f KiB", b / 1024.0);
+    else std::snprintf(s, sizeof s, "%.0f B", b);
+    return s;
+}
+
+// The progress bar on stderr: redrawn in place on a terminal (at most 10 times a second),
+// otherwise one line per 10%.
+class Progress {
+public:
+    Progress() : tty_(::isatty(2)), t0_(std::chrono::steady_clock::now()) {}
+    void update(uint64_t acked, uint64_t total, uint64_t from) {
+        const auto now = std::chrono::steady_clock::now();
+        const double s = std::chrono::duration<double>(now - t0_).count();
+        const bool end = acked == total;
+        const int pct = total ? static_cast<int>(100.0 * acked / total) : 100;
+        if (tty_ && !end && std::chrono::duration<double>(now - last_).count() < 0.1) return;
+        if (!tty_ && !end && pct / 10 == last_pct_ / 10) return;
+        last_ = now;
+        last_pct_ = pct;
+        const double rate = s > 0 ? (acked - from) / s : 0.0;
+        char eta[32] = "--:--";
+        if (rate > 0) {
+            const long left = static_cast<long>((total - acked) / rate + 0.5);
+            std::snprintf(eta, sizeof eta, "%ld:%02ld", left / 60, left % 60);
+        }
+        std::string bar(30, ' ');
+        for (int i = 0; i < 30 * pct / 100; ++i) bar[i] = '#';
+        std::fprintf(stderr, "%s%3d%% [%s] %s / %s  %s/s  %s left%s", tty_ ? "\r" : "", pct, bar.c_str(), human_bytes(acked).c_str(),
+                     human_bytes(total).c_str(), human_bytes(rate).c_str(), eta, tty_ ? "\x1b[K" : "\n");
+        drawn_ = true;
+    }
+    void finish() {
+        if (tty_ && drawn_) std::fputc('\n', stderr);
+        drawn_ = false;
+    }
+
+private:
+    bool tty_;
+    bool drawn_ = false;
+    int last_pct_ = -100;
+    std::chrono::steady_clock::time_point t0_, last_{};
+};
+
+}  // namespace
+
+int cmd_flash(const FlashArgs& a) {
+    std::string name = a.name;
+    if (name.empty()) {  // the file's name without folder and .ember
+        name = a.model.substr(a.model.find_last_of('/') + 1);
+        if (name.size() > 6 && name.compare(name.size() - 6, 6, ".ember") == 0) name.resize(name.size() - 6);
+    }
+    if (const std::string bad = fw::check_model_name(name); !bad.empty()) fail(bad, " (choose one with --name)");
+    const std::string bytes = read_text_file(a.model, size_t(1) << 31);
+    if (!a.no_verify) {
+        // The device verifies too; checking here saves sending a file it would refuse.
+        try {
+            Model::open(a.model);
+        } catch (const Error& e) {
+            fail(e.what(), " (not flashed; --no-verify sends it anyway)");
+        }
+    }
+    fw::SerialPort port(a.port, a.baud, a.rtscts);
+    fw::SenderOptions o;
+    // A whole frame takes 10 bits per byte on the line; wait twice that, plus a second.
+    o.timeout_ms = a.timeout_ms > 0 ? a.timeout_ms : 1000 + static_cast<int>(2 * fw::kMaxFrame * 10 * 1000.0 / a.baud);
+    o.retries = a.retries;
+    Progress progress;
+    bool resumed_said = false;
+    o.progress = [&](uint64_t acked, uint64_t total, uint64_t from) {
+        if (from > 0 && !resumed_said) {
+            progress.finish();
+            std::fprintf(stderr, "resuming at byte %llu of %llu\n", static_cast<unsigned long long>(from), static_cast<unsigned long long>(total));
+            resumed_said = true;
+        }
+        progress.update(acked, total, from);
+    };
+    const auto t0 = std::chrono::steady_clock::now();
+    try {
+        const fw::SendResult r = fw::send_file(port.fd(), port.fd(), bytes, name, o);
+        progress.finish();
+        const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        std::printf("flashed %s as %s.ember: %llu bytes in %.1f s (%s/s), %llu retransmissions\n", printable(a.model, 200).c_str(), name.c_str(),
+                    static_cast<unsigned long long>(r.bytes), s, human_bytes(s > 0 ? (r.bytes - r.resumed_from) / s : 0).c_str(),
+                    static_cast<unsigned long long>(r.retransmissions));
+        std::printf("device: %s\n", r.message.c_str());
+        return 0;
+    } catch (const fw::FlashError& e) {
+        progress.finish();
+        std::fflush(stdout);
+        std::fprintf(stderr, "ember: error: %s\n", e.what());
+        return e.kind == fw::FlashError::Refused ? 2 : 3;
+    }
+}
+
+}  // namespace ember::cli

@@ -1,0 +1,368 @@
+#include "firmware/console.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <vector>
+
+#include "firmware/serial_port.h"
+#include "runtime/error.h"
+#include "runtime/eval.h"
+#include "runtime/utf8.h"
+
+namespace ember::fw {
+
+namespace {
+
+std::string one_line(std::string s) {
+    std::replace(s.begin(), s.end(), '\n', ' ');
+    std::replace(s.begin(), s.end(), '\r', ' ');
+    return s;
+}
+
+std::string fmt(const char* f, double v) {
+    char b[64];
+    std::snprintf(b, sizeof b, f, v);
+    return b;
+}
+
+}  // namespace
+
+Console::Console(int in_fd, int out_fd, ConsoleOptions opts) : in_(in_fd), out_(out_fd), opts_(std::move(opts)), echo_(opts_.echo) {}
+
+Console::~Console() = default;
+
+void Console::write(const std::string& s) {
+    if (!opts_.crlf || s.find('\n') == std::string::npos) {
+        write_all(out_, s.data(), s.size());
+        return;
+    }
+    std::string t;
+    t.reserve(s.size() + 8);
+    for (char c : s) {
+        if (c == '\n') t += '\r';
+        t += c;
+    }
+    write_all(out_, t.data(), t.size());
+}
+
+int Console::run() {
+    try {
+        std::string start = opts_.load;
+        if (start.empty()) {
+            // DIR/current names the model flashed or loaded last.
+            std::string cur;
+            try {
+                cur = read_text_file(opts_.models_dir + "/current", 256);
+            } catch (const Error&) {
+            }
+            while (!cur.empty() && (cur.back() == '\n' || cur.back() == ' ')) cur.pop_back();
+            if (check_model_name(cur).empty()) start = cur;
+        }
+        write("ember-console 0.1.0: models in " + printable(opts_.models_dir, 200) + "; type help\n");
+        if (!start.empty()) {
+            try {
+                cmd_load(start, false);
+            } catch (const Error& e) {
+                err("load " + start + ": " + one_line(e.what()));
+            }
+        } else {
+            write("no model loaded: flash one with `ember flash` on the host, or load NAME\n");
+        }
+        write(kPrompt);
+        std::string line;
+        bool overflow = false, last_cr = false;
+        size_t echoed = 0;
+        for (;;) {
+            if (inbox_pos_ >= inbox_.size()) {
+                inbox_.clear();
+                inbox_pos_ = 0;
+                if (in_closed_) return 0;
+                char buf[4096];
+                const long got = read_some(in_, buf, sizeof buf, -1);
+                if (got < 0) return 0;  // the line is gone
+                inbox_.assign(buf, static_cast<size_t>(got));
+            }
+            const char c = inbox_[inbox_pos_++];
+            if (c == '\n' && last_cr) {
+                last_cr = false;
+                continue;
+            }
+            last_cr = c == '\r';
+            if (c == 0x03) {  // Ctrl-C at the prompt: drop the line
+                line.clear();
+                overflow = false;
+                echoed = 0;
+                write("^C\n");
+                write(kPrompt);
+            } else if (c == '\r' || c == '\n') {
+                if (echo_) write("\n");
+                if (overflow) err("line too long: more than " + std::to_string(kMaxLine) + " bytes, refused (nothing was run)");
+                else on_line(line);
+                line.clear();
+                overflow = false;
+                echoed = 0;
+                write(kPrompt);
+            } else if (c == 0x7f || c == 0x08) {  // backspace: drop the last character
+                if (!line.empty() && !overflow) {
+                    while (!line.empty() && (static_cast<unsigned char>(line.back()) & 0xC0) == 0x80) line.pop_back();
+                    if (!line.empty()) line.pop_back();
+                    echoed = std::min(echoed, line.size());
+                    if (echo_) write("\b \b");
+                }
+            } else if (!overflow) {
+                if (line.size() >= kMaxLine) {
+                    overflow = true;
+                    continue;
+                }
+                line += c;
+                if (echo_) {  // echo whole characters only
+                    uint32_t cp;
+                    size_t p = echoed;
+                    while (p < line.size()) {
+                        const size_t b = p;
+                        if (!utf8_next(line, p, cp)) {
+                            if (line.size() - b < 4) break;  // maybe incomplete: wait
+                            write("\xEF\xBF\xBD");           // invalid: U+FFFD, the line will be refused
+                            p = b + 1;
+                        } else {
+                            write(line.substr(b, p - b));
+                        }
+                        echoed = p;
+                    }
+                }
+            }
+        }
+    } catch (const Error&) {
+        return 0;  // a write to the line failed: it is gone
+    }
+}
+
+void Console::on_line(const std::string& line) {
+    const ParseResult r = parse_command(line);
+    if (!r.ok) {
+        err(r.error);
+        return;
+    }
+    try {
+        dispatch(r.cmd);
+    } catch (const Error& e) {
+        err(one_line(e.what()));
+    } catch (const std::exception& e) {
+        err(one_line(e.what()));
+    }
+}
+
+void Console::dispatch(const Command& c) {
+    switch (c.kind) {
+        case CommandKind::Empty: return;
+        case CommandKind::Help:
+            write(console_help());
+            ok("help");
+            return;
+        case CommandKind::Gen: return cmd_gen(c);
+        case CommandKind::Set: return cmd_set(c);
+        case CommandKind::Info: return cmd_info();
+        case CommandKind::Models: return cmd_models();
+        case CommandKind::Load: return cmd_load(c.name, true);
+        case CommandKind::Eval: return cmd_eval(c);
+        case CommandKind::Flash: return cmd_flash();
+    }
+}
+
+bool Console::poll_interrupt() {
+    char buf[512];
+    // The input may end (a pipe into --stdio); the output may still be read: go on. A line
+    // that is really gone fails the next write instead.
+    const long got = in_closed_ ? 0 : read_some(in_, buf, sizeof buf, 0);
+    if (got < 0) in_closed_ = true;
+    if (got > 0) inbox_.append(buf, static_cast<size_t>(got));
+    const size_t k = inbox_.find('\x03', inbox_pos_);
+    if (k == std::string::npos) return false;
+    inbox_pos_ = k + 1;  // the Ctrl-C and what was typed before it are used up
+    return true;
+}
+
+void Console::cmd_gen(const Command& c) {
+    if (!model_) {
+        err("no model loaded: flash one (ember flash on the host) or load NAME");
+        return;
+    }
+    SamplerOptions so = sampler_;
+    int n = n_;
+    const SettingsDelta& d = c.settings;
+    if (d.n) n = *d.n;
+    if (d.temperature) so.temperature = *d.temperature;
+    if (d.top_k) so.top_k = *d.top_k;
+    if (d.top_p) so.top_p = *d.top_p;
+    if (d.seed) so.seed = *d.seed;
+    so.validate();
+    const std::vector<int> ids = c.text.empty() ? std::vector<int>{0} : tok_->encode(c.text, "prompt");
+    session_->reset();
+    Sampler sampler(so, model_->config().vocab_size, session_->sampler_probs(), session_->sampler_ids());
+    const TokenWriter tw(*tok_);
+    if (!c.text.empty()) write(c.text);
+    const auto t0 = std::chrono::steady_clock::now();
+    session_->append(ids.data(), static_cast<int>(ids.size()));
+    int made = 0;
+    bool stopped = false;
+    char bytes[8];
+    for (int i = 0; i < n; ++i) {
+        if (poll_interrupt()) {
+            stopped = true;
+            break;
+        }
+        const int id = sampler.sample(session_->logits());
+        write(std::string(bytes, static_cast<size_t>(tw.put(id, bytes))));  // whole characters; fits the small-string buffer
+        ++made;
+        if (i + 1 < n) session_->append(&id, 1);
+    }
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    write("\n");
+    if (stopped) {
+        write("^C\n");
+        ok("gen interrupted after " + std::to_string(made) + " tokens");
+    } else {
+        ok("gen " + std::to_string(made) + " tokens in " + fmt("%.2f", s) + " s (" + fmt("%.1f", s > 0 ? made / s : 0.0) + " tokens/s)");
+    }
+}
+
+void Console::cmd_set(const Command& c) {
+    const SettingsDelta& d = c.settings;
+    SamplerOptions so = sampler_;
+    if (d.temperature) so.temperature = *d.temperature;
+    if (d.top_k) so.top_k = *d.top_k;
+    if (d.top_p) so.top_p = *d.top_p;
+    if (d.seed) so.seed = *d.seed;
+    so.validate();
+    sampler_ = so;
+    if (d.n) n_ = *d.n;
+    if (d.echo) echo_ = *d.echo;
+    if (d.context && *d.context != context_) {
+        context_ = *d.context;
+        if (model_) {
+            SessionOptions o;
+            o.threads = opts_.threads;
+            o.policy = parse_context_policy(context_);
+            session_ = std::make_unique<Session>(*model_, o);
+        }
+    }
+    ok("n " + std::to_string(n_) + ", temperature " + fmt("%g", sampler_.temperature) + ", top_k " + std::to_string(sampler_.top_k) +
+       ", top_p " + fmt("%g", sampler_.top_p) + ", seed " + std::to_string(sampler_.seed) + ", context " + context_ + ", echo " +
+       (echo_ ? "on" : "off"));
+}
+
+void Console::cmd_info() {
+    if (model_) {
+        const ModelConfig& c = model_->config();
+        write("model: " + name_ + " (" + printable(model_->path(), 200) + ", " + std::to_string(model_->file_bytes()) + " bytes)\n");
+        write(std::string("architecture: ") + arch_name(c.arch) + ", activation " + activation_name(c.activation) + "\n");
+        write("config: n_layer " + std::to_string(c.n_layer) + ", n_head " + std::to_string(c.n_head) + ", n_embd " + std::to_string(c.n_embd) +
+              ", block_size " + std::to_string(c.block_size) + ", vocab_size " + std::to_string(c.vocab_size) + "\n");
+        write("source: " + one_line(model_->provenance()) + "\n");
+        write("arena: " + std::to_string(session_->plan().total) + " bytes, threads " + std::to_string(session_->threads()) + "\n");
+    } else {
+        write("model: none loaded\n");
+    }
+    write("settings: n " + std::to_string(n_) + ", temperature " + fmt("%g", sampler_.temperature) + ", top_k " + std::to_string(sampler_.top_k) +
+          ", top_p " + fmt("%g", sampler_.top_p) + ", seed " + std::to_string(sampler_.seed) + ", context " + context_ + "\n");
+    ok("info");
+}
+
+void Console::cmd_models() {
+    DIR* d = ::opendir(opts_.models_dir.c_str());
+    if (!d) {
+        err(printable(opts_.models_dir, 200) + ": cannot list: " + std::strerror(errno));
+        return;
+    }
+    std::vector<std::string> names;
+    while (dirent* e = ::readdir(d)) {
+        const std::string n = e->d_name;
+        if (n.size() > 6 && n.compare(n.size() - 6, 6, ".ember") == 0 && check_model_name(n.substr(0, n.size() - 6)).empty())
+            names.push_back(n.substr(0, n.size() - 6));
+    }
+    ::closedir(d);
+    std::sort(names.begin(), names.end());
+    for (const auto& n : names) {
+        struct stat st{};
+        ::stat((opts_.models_dir + "/" + n + ".ember").c_str(), &st);
+        write((n == name_ && model_ ? "* " : "  ") + n + "  " + std::to_string(st.st_size) + " bytes\n");
+    }
+    ok(std::to_string(names.size()) + " models");
+}
+
+void Console::cmd_load(const std::string& name, bool remember) {
+    if (const std::string bad = check_model_name(name); !bad.empty()) fail(bad);
+    const std::string path = opts_.models_dir + "/" + name + ".ember";
+    struct stat st{};
+    if (::stat(path.c_str(), &st) != 0) fail("load: no model ", name, " (", printable(path, 200), "); see models");
+    auto m = Model::open(path);  // verifies everything; on failure the old model stays
+    auto t = std::make_unique<CharTokenizer>(m->code_points());
+    SessionOptions o;
+    o.threads = opts_.threads;
+    o.policy = parse_context_policy(context_);
+    auto s = std::make_unique<Session>(*m, o);
+    session_ = std::move(s);  // the old session goes before the model it used
+    tok_ = std::move(t);
+    model_ = std::move(m);
+    name_ = name;
+    if (remember) {
+        // DIR/current: the model to load at the next start (written atomically).
+        const std::string cur = opts_.models_dir + "/current", tmp = cur + ".tmp";
+        const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+        if (fd >= 0) {
+            const std::string body = name + "\n";
+            const bool good = ::write(fd, body.data(), body.size()) == static_cast<ssize_t>(body.size()) && ::fsync(fd) == 0;
+            ::close(fd);
+            if (good) ::rename(tmp.c_str(), cur.c_str());
+        }
+    }
+    const ModelConfig& c = model_->config();
+    ok("loaded " + name + ": n_layer " + std::to_string(c.n_layer) + ", n_embd " + std::to_string(c.n_embd) + ", vocab_size " +
+       std::to_string(c.vocab_size) + ", " + std::to_string(model_->file_bytes()) + " bytes");
+}
+
+void Console::cmd_eval(const Command& c) {
+    if (!model_) {
+        err("no model loaded: flash one (ember flash on the host) or load NAME");
+        return;
+    }
+    const std::vector<int> ids = tok_->encode(read_text_file(c.file, size_t(256) << 20), printable(c.file, 200));
+    const int64_t start = c.eval_all ? 0 : val_split_start(static_cast<int64_t>(ids.size()));
+    if (static_cast<int64_t>(ids.size()) - start < 2) fail(printable(c.file, 200), ": too few tokens to evaluate (at least 2)");
+    SessionOptions o;
+    o.threads = opts_.threads;
+    o.all_logits = true;
+    Session s(*model_, o);
+    const ModelConfig& mc = model_->config();
+    const EvalResult r = evaluate(s, ids.data() + start, static_cast<int64_t>(ids.size()) - start, mc.block_size, mc.vocab_size);
+    ok("loss " + fmt("%.4f", r.loss) + " over " + std::to_string(r.tokens) + " tokens");
+}
+
+void Console::cmd_flash() {
+    write("flash: binary mode, waiting for frames (firmware/PROTOCOL.md)\n");
+    ReceiverOptions ro;
+    ro.models_dir = opts_.models_dir;
+    ro.idle_timeout_ms = opts_.flash_idle_ms;
+    ro.kill_before_rename = opts_.kill_before_rename;
+    const std::string pending = inbox_.substr(inbox_pos_);
+    inbox_.clear();
+    inbox_pos_ = 0;
+    const FlashOutcome o = run_receiver(in_, out_, ro, pending);
+    inbox_ = o.leftover;  // what the host sent after its BYE
+    if (!o.installed) {
+        err("flash: " + one_line(o.message));
+        return;
+    }
+    write("flash: " + one_line(o.message) + "\n");
+    cmd_load(o.name, true);  // its OK (or ERR) line ends the command
+}
+
+}  // namespace ember::fw

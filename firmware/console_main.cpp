@@ -1,0 +1,74 @@
+// ember-console: the device program. Owns a serial line (or stdin/stdout) and runs the
+// console on it. Exit status: 0 when the line closes, 1 when it cannot start.
+#include <CLI/CLI.hpp>
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <string>
+
+#include "firmware/console.h"
+#include "firmware/serial_port.h"
+#include "runtime/error.h"
+
+using namespace ember;
+
+int main(int argc, char** argv) {
+    CLI::App app{"ember-console: the ember serial console (generate, load, eval, flash)"};
+    std::string port;
+    int baud = 115200;
+    bool rtscts = false, use_stdio = false;
+    fw::ConsoleOptions o;
+    auto* p = app.add_option("--port", port, "serial device, e.g. /dev/ttyTHS0 or /dev/ttyGS0");
+    auto* s = app.add_flag("--stdio", use_stdio, "use stdin/stdout (tests, ssh)");
+    p->excludes(s);
+    app.add_option("--baud", baud, "line rate (a standard rate up to 4000000)")->capture_default_str()->check(CLI::Validator(
+        [](std::string& v) {
+            try {
+                return fw::is_standard_baud(std::stoi(v)) ? std::string() : std::string("not a standard rate");
+            } catch (...) {
+                return std::string("not a number");
+            }
+        },
+        "BAUD"));
+    app.add_flag("--rtscts", rtscts, "RTS/CTS hardware flow control");
+    app.add_option("--models", o.models_dir, "folder of NAME.ember files (flash installs there)")->capture_default_str();
+    app.add_option("--load", o.load, "model to load at start (default: the last flashed or loaded)");
+    app.add_option("--threads", o.threads, "0 = all cores")->capture_default_str()->check(CLI::Range(0, 256));
+    app.add_flag("--echo", o.echo, "echo typed characters (a person at a terminal)");
+    app.add_flag("--crlf", o.crlf, "end output lines with CR LF (serial terminals)");
+    app.add_option("--flash-timeout", o.flash_idle_ms, "ms without a frame before binary mode ends")->capture_default_str()->check(CLI::Range(100, 3600000));
+    try {
+        app.parse(argc, argv);
+    } catch (const CLI::CallForHelp& e) {
+        return app.exit(e);
+    } catch (const CLI::ParseError& e) {
+        std::string msg = e.what();
+        std::fprintf(stderr, "ember-console: error: %s (see ember-console --help)\n", msg.substr(0, msg.find('\n')).c_str());
+        return 1;
+    }
+    if (port.empty() && !use_stdio) {
+        std::fprintf(stderr, "ember-console: error: give --port DEV or --stdio (see ember-console --help)\n");
+        return 1;
+    }
+    // Test hook (documented in firmware/PROTOCOL.md): die just before installing a flashed file.
+    const char* kill = std::getenv("EMBER_FLASH_TEST_KILL_BEFORE_RENAME");
+    o.kill_before_rename = kill && std::string(kill) == "1";
+    ::signal(SIGPIPE, SIG_IGN);  // a closed line is seen as a failed write
+    try {
+        std::unique_ptr<fw::SerialPort> sp;
+        int in = 0, out = 1;
+        if (!use_stdio) {
+            sp = std::make_unique<fw::SerialPort>(port, baud, rtscts);
+            in = out = sp->fd();
+        }
+        fw::Console console(in, out, o);
+        return console.run();
+    } catch (const Error& e) {
+        std::fprintf(stderr, "ember-console: error: %s\n", e.what());
+        return 1;
+    }
+}

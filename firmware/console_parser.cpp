@@ -1,0 +1,209 @@
+#include "firmware/console_parser.h"
+
+#include <cctype>
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <vector>
+
+#include "firmware/flash.h"
+#include "runtime/utf8.h"
+
+namespace ember::fw {
+
+namespace {
+
+struct Bad {
+    std::string why;
+};
+
+bool is_space(char c) { return c == ' ' || c == '\t'; }
+
+// Splits off the next word at pos (skipping spaces); empty when none is left.
+std::string_view next_word(std::string_view s, size_t& pos) {
+    while (pos < s.size() && is_space(s[pos])) ++pos;
+    const size_t b = pos;
+    while (pos < s.size() && !is_space(s[pos])) ++pos;
+    return s.substr(b, pos - b);
+}
+
+std::string rest_of(std::string_view s, size_t pos) {
+    while (pos < s.size() && is_space(s[pos])) ++pos;
+    return std::string(s.substr(pos));
+}
+
+long long parse_int(std::string_view w, const char* what, long long lo, long long hi) {
+    const std::string s(w);
+    if (s.empty()) throw Bad{std::string(what) + " needs a value"};
+    char* end = nullptr;
+    errno = 0;
+    const long long v = std::strtoll(s.c_str(), &end, 10);
+    if (errno != 0 || *end != '\0' || !(std::isdigit(static_cast<unsigned char>(s[0])) || s[0] == '-'))
+        throw Bad{std::string(what) + ": '" + printable(s, 40) + "' is not an integer"};
+    if (v < lo || v > hi) throw Bad{std::string(what) + " " + s + " not in " + std::to_string(lo) + ".." + std::to_string(hi)};
+    return v;
+}
+
+uint64_t parse_u64(std::string_view w, const char* what) {
+    const std::string s(w);
+    if (s.empty() || !std::isdigit(static_cast<unsigned char>(s[0]))) throw Bad{std::string(what) + ": '" + printable(s, 40) + "' is not an integer >= 0"};
+    char* end = nullptr;
+    errno = 0;
+    const unsigned long long v = std::strtoull(s.c_str(), &end, 10);
+    if (errno != 0 || *end != '\0') throw Bad{std::string(what) + ": '" + printable(s, 40) + "' is not an integer in 0..2^64-1"};
+    return v;
+}
+
+float parse_float(std::string_view w, const char* what) {
+    const std::string s(w);
+    char* end = nullptr;
+    errno = 0;
+    const float v = std::strtof(s.c_str(), &end);
+    if (s.empty() || errno != 0 || *end != '\0' || !std::isfinite(v)) throw Bad{std::string(what) + ": '" + printable(s, 40) + "' is not a finite number"};
+    return v;
+}
+
+// Applies KEY VALUE to d; shared by `set` and gen's options.
+void apply_setting(const std::string& key, std::string_view value, SettingsDelta& d) {
+    if (key == "n") {
+        d.n = static_cast<int>(parse_int(value, "n", 0, kMaxGenTokens));
+    } else if (key == "temperature" || key == "t") {
+        const float t = parse_float(value, "temperature");
+        if (t < 0 || t > 100) throw Bad{"temperature " + std::string(value) + " not in 0..100 (0 = greedy)"};
+        d.temperature = t;
+    } else if (key == "top_k" || key == "k") {
+        d.top_k = static_cast<int>(parse_int(value, "top_k", 0, 1000000));
+    } else if (key == "top_p" || key == "p") {
+        const float p = parse_float(value, "top_p");
+        if (!(p > 0 && p <= 1)) throw Bad{"top_p " + std::string(value) + " not in (0, 1]"};
+        d.top_p = p;
+    } else if (key == "seed") {
+        d.seed = parse_u64(value, "seed");
+    } else if (key == "context") {
+        if (value != "exact" && value != "shift" && value != "ring") throw Bad{"context '" + printable(value, 40) + "': exact | shift | ring"};
+        d.context = std::string(value);
+    } else if (key == "echo") {
+        if (value != "on" && value != "off") throw Bad{"echo '" + printable(value, 40) + "': on | off"};
+        d.echo = value == "on";
+    } else {
+        throw Bad{"unknown setting '" + printable(key, 40) + "' (n, temperature, top_k, top_p, seed, context, echo)"};
+    }
+}
+
+std::string unescape(std::string_view s) {
+    std::string out;
+    for (size_t i = 0; i < s.size(); ++i) {
+        if (s[i] != '\\') {
+            out += s[i];
+            continue;
+        }
+        if (i + 1 == s.size()) throw Bad{"text ends with a lone backslash (write \\\\)"};
+        const char c = s[++i];
+        if (c == 'n') out += '\n';
+        else if (c == 't') out += '\t';
+        else if (c == '\\') out += '\\';
+        else throw Bad{std::string("unknown escape \\") + printable(std::string_view(&c, 1)) + " in text (\\n, \\t, \\\\)"};
+    }
+    return out;
+}
+
+void expect_end(std::string_view s, size_t pos, const char* cmd) {
+    const std::string_view extra = next_word(s, pos);
+    if (!extra.empty()) throw Bad{std::string(cmd) + ": unexpected argument '" + printable(extra, 40) + "'"};
+}
+
+Command parse(std::string_view line) {
+    // The line itself: UTF-8, no control characters but tab.
+    size_t at = 0;
+    uint32_t cp = 0;
+    while (at < line.size()) {
+        const size_t here = at;
+        if (!utf8_next(line, at, cp)) throw Bad{"line is not valid UTF-8 (byte " + std::to_string(here) + ")"};
+        if ((cp < 0x20 && cp != '\t') || cp == 0x7f) throw Bad{"control character " + describe_code_point(cp) + " at byte " + std::to_string(here)};
+    }
+    Command c;
+    size_t pos = 0;
+    const std::string word(next_word(line, pos));
+    if (word.empty()) return c;
+    if (word == "help" || word == "info" || word == "models" || word == "flash") {
+        expect_end(line, pos, word.c_str());
+        c.kind = word == "help" ? CommandKind::Help : word == "info" ? CommandKind::Info : word == "models" ? CommandKind::Models : CommandKind::Flash;
+        return c;
+    }
+    if (word == "gen") {
+        c.kind = CommandKind::Gen;
+        for (;;) {
+            size_t p = pos;
+            const std::string_view opt = next_word(line, p);
+            if (opt.empty() || opt[0] != '-') break;  // the text starts here
+            pos = p;
+            if (opt == "--") break;
+            const char* key = opt == "-n" ? "n" : opt == "-t" ? "t" : opt == "-k" ? "k" : opt == "-p" ? "p" : opt == "--seed" ? "seed" : nullptr;
+            if (!key) throw Bad{"gen: unknown option '" + printable(opt, 40) + "' (-n -t -k -p --seed; -- before a text that starts with '-')"};
+            const std::string_view value = next_word(line, pos);
+            if (value.empty()) throw Bad{"gen: option " + std::string(opt) + " needs a value"};
+            apply_setting(key, value, c.settings);
+        }
+        c.text = unescape(rest_of(line, pos));
+        return c;
+    }
+    if (word == "set") {
+        c.kind = CommandKind::Set;
+        const std::string key(next_word(line, pos));
+        const std::string_view value = next_word(line, pos);
+        if (key.empty() || value.empty()) throw Bad{"set: usage: set KEY VALUE (n, temperature, top_k, top_p, seed, context, echo)"};
+        expect_end(line, pos, "set");
+        apply_setting(key, value, c.settings);
+        return c;
+    }
+    if (word == "load") {
+        c.kind = CommandKind::Load;
+        c.name = std::string(next_word(line, pos));
+        if (c.name.empty()) throw Bad{"load: usage: load NAME (see models)"};
+        expect_end(line, pos, "load");
+        if (const std::string bad = check_model_name(c.name); !bad.empty()) throw Bad{"load: " + bad};
+        return c;
+    }
+    if (word == "eval") {
+        c.kind = CommandKind::Eval;
+        size_t p = pos;
+        if (next_word(line, p) == "--split") {
+            pos = p;
+            const std::string_view split = next_word(line, pos);
+            if (split != "val" && split != "all") throw Bad{"eval: --split '" + printable(split, 40) + "': val | all"};
+            c.eval_all = split == "all";
+        }
+        c.file = std::string(next_word(line, pos));
+        if (c.file.empty()) throw Bad{"eval: usage: eval [--split val|all] FILE"};
+        expect_end(line, pos, "eval");
+        return c;
+    }
+    throw Bad{"unknown command '" + printable(word, 40) + "' (try help)"};
+}
+
+}  // namespace
+
+ParseResult parse_command(std::string_view line) {
+    ParseResult r;
+    try {
+        r.cmd = parse(line);
+        r.ok = true;
+    } catch (const Bad& b) {
+        r.error = b.why;
+    }
+    return r;
+}
+
+const char* console_help() {
+    return "commands:\n"
+           "  gen [-n N] [-t T] [-k K] [-p P] [--seed S] [--] TEXT   generate after TEXT (\\n \\t \\\\ escapes); Ctrl-C stops\n"
+           "  set KEY VALUE      defaults for gen: n, temperature, top_k, top_p, seed, context (exact|shift|ring), echo (on|off)\n"
+           "  info               the loaded model and the settings\n"
+           "  models             the models installed\n"
+           "  load NAME          load NAME.ember\n"
+           "  eval [--split val|all] FILE   mean cross-entropy (nats/token) on a text file\n"
+           "  flash              binary receive mode, driven by `ember flash` on the host\n"
+           "  help               this text\n";
+}
+
+}  // namespace ember::fw

@@ -1,0 +1,55 @@
+// The console's line parser: one line of text -> a command, or the reason it is refused.
+// A pure function over untrusted bytes (a fuzz target drives it): every number is range
+// checked, the line must be UTF-8 without control characters (tab aside).
+//
+//   help | info | models | flash
+//   gen [-n N] [-t T] [-k K] [-p P] [--seed S] [--] TEXT   (TEXT: the rest of the line,
+//        with \n, \t and \\ escapes; TEXT may be empty: start from id 0)
+//   set KEY VALUE   KEY: n | temperature (t) | top_k (k) | top_p (p) | seed | context | echo
+//   load NAME
+//   eval [--split val|all] FILE
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace ember::fw {
+
+constexpr int kMaxGenTokens = 1 << 20;
+
+enum class CommandKind { Empty, Help, Gen, Set, Info, Models, Load, Eval, Flash };
+
+// Settings a `gen` overrides for one run, or `set` changes for good. Unset = unchanged.
+struct SettingsDelta {
+    std::optional<int> n;                // 0 .. kMaxGenTokens
+    std::optional<float> temperature;    // finite, 0 .. 100
+    std::optional<int> top_k;            // 0 .. 1000000 (0 = off)
+    std::optional<float> top_p;          // (0, 1]
+    std::optional<uint64_t> seed;
+    std::optional<std::string> context;  // exact | shift | ring
+    std::optional<bool> echo;
+};
+
+struct Command {
+    CommandKind kind = CommandKind::Empty;
+    SettingsDelta settings;  // gen, set
+    std::string text;        // gen: the prompt, unescaped
+    std::string name;        // load
+    std::string file;        // eval
+    bool eval_all = false;   // eval --split all
+};
+
+struct ParseResult {
+    bool ok = false;
+    Command cmd;
+    std::string error;  // when !ok: one line, without the "ERR " prefix
+};
+
+ParseResult parse_command(std::string_view line);
+
+// The help text, one command per line.
+const char* console_help();
+
+}  // namespace ember::fw

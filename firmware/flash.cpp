@@ -1,0 +1,448 @@
+#include "firmware/flash.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "firmware/serial_port.h"
+#include "runtime/error.h"
+#include "runtime/model.h"
+#include "runtime/sha256.h"
+#include "runtime/utf8.h"
+
+namespace ember::fw {
+
+namespace {
+
+Frame make(FrameType t, uint32_t seq, std::vector<uint8_t> payload = {}) {
+    Frame f;
+    f.type = t;
+    f.seq = seq;
+    f.payload = std::move(payload);
+    return f;
+}
+
+std::vector<uint8_t> u64_and_text(uint64_t v, const std::string& text) {
+    std::vector<uint8_t> p;
+    put_u64(p, v);
+    const std::string t = text.substr(0, 1024);
+    p.insert(p.end(), t.begin(), t.end());
+    return p;
+}
+
+std::string to_hex(const std::string& raw) {
+    static const char* d = "0123456789abcdef";
+    std::string h;
+    for (unsigned char c : raw) {
+        h += d[c >> 4];
+        h += d[c & 15];
+    }
+    return h;
+}
+
+std::string from_hex(const std::string& hex) {
+    std::string raw;
+    for (size_t i = 0; i + 1 < hex.size(); i += 2) raw += static_cast<char>(std::stoi(hex.substr(i, 2), nullptr, 16));
+    return raw;
+}
+
+void fsync_dir(const std::string& dir) {
+    const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) fail(printable(dir, 200), ": cannot open the folder to sync it: ", std::strerror(errno));
+    const int r = ::fsync(fd);
+    ::close(fd);
+    if (r != 0) fail(printable(dir, 200), ": fsync: ", std::strerror(errno));
+}
+
+// Removes DIR/.flash-*.part files other than `keep` (older, abandoned transfers).
+void remove_stale_parts(const std::string& dir, const std::string& keep) {
+    DIR* d = ::opendir(dir.c_str());
+    if (!d) return;
+    while (dirent* e = ::readdir(d)) {
+        const std::string n = e->d_name;
+        if (n.rfind(".flash-", 0) == 0 && n.size() > 5 && n.compare(n.size() - 5, 5, ".part") == 0 && dir + "/" + n != keep)
+            ::unlink((dir + "/" + n).c_str());
+    }
+    ::closedir(d);
+}
+
+}  // namespace
+
+std::string check_model_name(const std::string& name) {
+    if (name.empty()) return "model name is empty";
+    if (name.size() > kMaxModelName) return "model name longer than 64 bytes";
+    if (name[0] == '.') return "model name '" + printable(name) + "' starts with '.'";
+    for (char c : name) {
+        const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-';
+        if (!ok) return "model name '" + printable(name) + "' has a character outside [A-Za-z0-9._-]";
+    }
+    return "";
+}
+
+// ---------------------------------------------------------------- receiver
+
+FlashReceiver::FlashReceiver(ReceiverOptions opts) : opts_(std::move(opts)) {}
+
+FlashReceiver::~FlashReceiver() { close_part(); }
+
+void FlashReceiver::close_part() {
+    if (part_fd_ >= 0) ::close(part_fd_);
+    part_fd_ = -1;
+}
+
+void FlashReceiver::finish(uint8_t status, const std::string& message) {
+    result_.clear();
+    result_.push_back(status);
+    const std::string m = message.substr(0, 2000);
+    result_.insert(result_.end(), m.begin(), m.end());
+    completed_ = true;
+    outcome_.message = message;
+}
+
+bool FlashReceiver::handle(const Frame& in, std::vector<Frame>& out) {
+    try {
+        switch (in.type) {
+            case FrameType::Offer: on_offer(in, out); break;
+            case FrameType::Data: on_data(in, out); break;
+            case FrameType::Done: on_done(in, out); break;
+            case FrameType::Bye: return true;
+            case FrameType::Abort:
+                close_part();
+                outcome_.message = "the host aborted: " + printable(std::string(in.payload.begin(), in.payload.end()), 200);
+                return true;
+            default: break;  // device -> host types: ignored
+        }
+    } catch (const Error& e) {
+        // A malformed payload (CRC-valid but wrong: a buggy or hostile host) or an I/O error.
+        out.push_back(make(FrameType::Nak, in.seq, u64_and_text(received_, e.what())));
+    }
+    return false;
+}
+
+void FlashReceiver::on_offer(const Frame& in, std::vector<Frame>& out) {
+    PayloadReader r(in.payload);
+    const uint64_t size = r.u64("size");
+    const std::string sha = to_hex(r.bytes(32, "sha256"));
+    const uint8_t name_len = r.u8("name length");
+    const std::string name = r.bytes(name_len, "name");
+    if (offered_ && sha == sha_hex_ && size == size_ && name == name_ && !completed_) {
+        // A repeated offer (our ACCEPT was lost, or the host reconnected): same transfer.
+        std::vector<uint8_t> p;
+        put_u64(p, received_);
+        put_u16(p, kDataChunk);
+        out.push_back(make(FrameType::Accept, in.seq, p));
+        return;
+    }
+    close_part();
+    offered_ = false;
+    completed_ = false;
+    already_installed_ = false;
+    outcome_ = FlashOutcome{};
+    outcome_.name = name;
+    auto refuse = [&](const std::string& why) {
+        finish(1, why);
+        out.push_back(make(FrameType::Result, in.seq, result_));
+    };
+    if (const std::string bad = check_model_name(name); !bad.empty()) return refuse(bad);
+    if (size == 0) return refuse("offered file is empty");
+    if (size > opts_.max_file_bytes) return refuse("offered file of " + std::to_string(size) + " bytes exceeds the limit of " + std::to_string(opts_.max_file_bytes));
+    size_ = size;
+    sha_hex_ = sha;
+    name_ = name;
+    received_ = 0;
+    const std::string installed = opts_.models_dir + "/" + name + ".ember";
+    struct stat st{};
+    if (::stat(installed.c_str(), &st) == 0 && static_cast<uint64_t>(st.st_size) == size && sha256_file(installed) == sha) {
+        already_installed_ = true;  // nothing to send; DONE answers at once
+        received_ = size;
+        part_path_.clear();
+    } else {
+        part_path_ = opts_.models_dir + "/.flash-" + sha + ".part";
+        remove_stale_parts(opts_.models_dir, part_path_);
+        part_fd_ = ::open(part_path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+        if (part_fd_ < 0) return refuse(part_path_ + ": cannot create: " + std::strerror(errno));
+        if (::fstat(part_fd_, &st) != 0) return refuse(part_path_ + ": fstat: " + std::strerror(errno));
+        if (static_cast<uint64_t>(st.st_size) > size) {
+            if (::ftruncate(part_fd_, 0) != 0) return refuse(part_path_ + ": ftruncate: " + std::strerror(errno));
+            st.st_size = 0;
+        }
+        received_ = static_cast<uint64_t>(st.st_size);
+    }
+    offered_ = true;
+    std::vector<uint8_t> p;
+    put_u64(p, received_);
+    put_u16(p, kDataChunk);
+    out.push_back(make(FrameType::Accept, in.seq, p));
+}
+
+void FlashReceiver::on_data(const Frame& in, std::vector<Frame>& out) {
+    if (!offered_ || completed_) {
+        out.push_back(make(FrameType::Nak, in.seq, u64_and_text(received_, "no transfer in progress: send an offer")));
+        return;
+    }
+    PayloadReader r(in.payload);
+    const uint64_t offset = r.u64("offset");
+    const size_t n = r.remaining();
+    if (n == 0 || n > kDataChunk) fail("data frame holds ", n, " bytes (1..", kDataChunk, ")");
+    if (offset == received_ && !already_installed_) {
+        if (n > size_ - received_) fail("data past the offered size ", size_);
+        const std::string bytes = r.rest();
+        size_t done = 0;
+        while (done < n) {
+            const ssize_t w = ::pwrite(part_fd_, bytes.data() + done, n - done, static_cast<off_t>(received_ + done));
+            if (w < 0 && errno == EINTR) continue;
+            if (w <= 0) fail(part_path_, ": write: ", std::strerror(errno));
+            done += static_cast<size_t>(w);
+        }
+        received_ += n;
+    } else if (offset + n > received_) {
+        out.push_back(make(FrameType::Nak, in.seq, u64_and_text(received_, "expected offset " + std::to_string(received_))));
+        return;
+    }
+    // In order, or a duplicate of bytes already held: acknowledge what we hold.
+    std::vector<uint8_t> p;
+    put_u64(p, received_);
+    out.push_back(make(FrameType::Ack, in.seq, p));
+}
+
+void FlashReceiver::on_done(const Frame& in, std::vector<Frame>& out) {
+    if (completed_) {
+        out.push_back(make(FrameType::Result, in.seq, result_));
+        return;
+    }
+    if (!offered_ || received_ != size_) {
+        out.push_back(make(FrameType::Nak, in.seq, u64_and_text(received_, "incomplete: holds " + std::to_string(received_) + " of " + std::to_string(size_) + " bytes")));
+        return;
+    }
+    const std::string target = opts_.models_dir + "/" + name_ + ".ember";
+    if (already_installed_) {
+        finish(0, "already installed " + name_ + ".ember (" + std::to_string(size_) + " bytes, sha256 " + sha_hex_ + ")");
+        outcome_.installed = true;
+        out.push_back(make(FrameType::Result, in.seq, result_));
+        return;
+    }
+    auto reject = [&](const std::string& why) {
+        close_part();
+        ::unlink(part_path_.c_str());
+        offered_ = false;
+        finish(1, why);
+        out.push_back(make(FrameType::Result, in.seq, result_));
+    };
+    if (::fsync(part_fd_) != 0) return reject(part_path_ + ": fsync: " + std::strerror(errno));
+    close_part();
+    const std::string got = sha256_file(part_path_);
+    if (got != sha_hex_) return reject("SHA-256 mismatch: the received file hashes to " + got + ", the offer said " + sha_hex_);
+    try {
+        auto model = Model::open(part_path_);
+    } catch (const Error& e) {
+        return reject(std::string("not a valid .ember model, nothing installed: ") + e.what());
+    }
+    if (opts_.kill_before_rename) ::raise(SIGKILL);
+    if (::rename(part_path_.c_str(), target.c_str()) != 0) return reject(target + ": rename: " + std::strerror(errno));
+    fsync_dir(opts_.models_dir);
+    outcome_.installed = true;
+    finish(0, "installed " + name_ + ".ember (" + std::to_string(size_) + " bytes, sha256 " + sha_hex_ + ")");
+    out.push_back(make(FrameType::Result, in.seq, result_));
+}
+
+FlashOutcome run_receiver(int in_fd, int out_fd, const ReceiverOptions& opts, const std::string& pending) {
+    FlashReceiver rx(opts);
+    FrameDecoder dec;
+    dec.feed(reinterpret_cast<const uint8_t*>(pending.data()), pending.size());
+    int64_t last = now_ms();
+    uint8_t buf[4096];
+    Frame f;
+    std::vector<Frame> answers;
+    std::vector<uint8_t> wire;
+    for (;;) {
+        while (dec.next(f)) {
+            last = now_ms();
+            answers.clear();
+            const bool over = rx.handle(f, answers);
+            wire.clear();
+            for (const Frame& a : answers) encode_frame(a, wire);
+            if (!wire.empty()) write_all(out_fd, wire.data(), wire.size());
+            if (over) {
+                FlashOutcome o = rx.outcome();
+                o.leftover = dec.take_rest();
+                if (o.message.empty()) o.message = "the host ended the session before any offer";
+                return o;
+            }
+        }
+        // After a verdict the host only has BYE left to send: do not wait long for it.
+        const int idle = rx.completed() ? std::min(opts.idle_timeout_ms, 3000) : opts.idle_timeout_ms;
+        const int64_t left = last + idle - now_ms();
+        if (left <= 0) {
+            FlashOutcome o = rx.outcome();
+            if (!rx.completed()) o.message = "no frame from the host for " + std::to_string(idle) + " ms: left binary mode (a new offer resumes)";
+            return o;
+        }
+        const long got = read_some(in_fd, buf, sizeof buf, static_cast<int>(std::min<int64_t>(left, 200)));
+        if (got < 0) {
+            FlashOutcome o = rx.outcome();
+            if (!rx.completed()) o.message = "the line closed during the transfer (a new offer resumes)";
+            return o;
+        }
+        if (got > 0) dec.feed(buf, static_cast<size_t>(got));
+    }
+}
+
+// ---------------------------------------------------------------- sender
+
+namespace {
+
+class Link {
+public:
+    Link(int in_fd, int out_fd, const SenderOptions& o) : in_(in_fd), out_(out_fd), o_(o) {}
+
+    // Sends `f` (preceded by `prefix`) and waits for an answer to it (same seq) of one of the
+    // accepted types; sends again on timeout. Returns false when every try timed out.
+    bool exchange(const Frame& f, std::initializer_list<FrameType> accept, Frame& answer, const std::string& prefix = "") {
+        std::vector<uint8_t> wire(prefix.begin(), prefix.end());
+        encode_frame(f, wire);
+        for (int attempt = 0; attempt < o_.retries; ++attempt) {
+            if (attempt > 0) ++retransmissions;
+            const int64_t deadline = now_ms() + o_.timeout_ms;
+            try {
+                write_all(out_, wire.data(), wire.size());
+            } catch (const Error&) {
+                // The line is gone (EIO, EPIPE): this try fails; the device may come back.
+                ::usleep(static_cast<useconds_t>(o_.timeout_ms) * 1000);
+                continue;
+            }
+            for (;;) {
+                while (dec_.next(answer)) {
+                    if (answer.seq != f.seq) continue;  // a late answer to an earlier frame
+                    for (FrameType t : accept)
+                        if (answer.type == t) return true;
+                }
+                const int64_t left = deadline - now_ms();
+                if (left <= 0) break;
+                uint8_t buf[4096];
+                const long got = read_some(in_, buf, sizeof buf, static_cast<int>(left));
+                if (got < 0) {
+                    // The line is gone (a pty whose other end closed); wait out the timeout
+                    // so that a device coming back can still answer the next try.
+                    ::usleep(static_cast<useconds_t>(std::min<int64_t>(left, 50)) * 1000);
+                    continue;
+                }
+                if (got > 0) dec_.feed(buf, static_cast<size_t>(got));
+            }
+        }
+        return false;
+    }
+    void send(const Frame& f) {  // no answer expected; a failed write is not an error
+        const auto wire = encode_frame(f);
+        try {
+            write_all(out_, wire.data(), wire.size());
+        } catch (const Error&) {
+        }
+    }
+    uint64_t retransmissions = 0;
+
+private:
+    int in_, out_;
+    const SenderOptions& o_;
+    FrameDecoder dec_;
+};
+
+std::string text_of(const std::vector<uint8_t>& p, size_t from) {
+    return from >= p.size() ? std::string() : printable(std::string(p.begin() + static_cast<std::ptrdiff_t>(from), p.end()), 1000);
+}
+
+}  // namespace
+
+SendResult send_file(int in_fd, int out_fd, const std::string& bytes, const std::string& name, const SenderOptions& opts) {
+    if (const std::string bad = check_model_name(name); !bad.empty()) fail(bad);
+    if (bytes.empty()) fail("the file is empty");
+    if (opts.chunk == 0 || opts.chunk > kDataChunk) fail("chunk ", opts.chunk, " not in 1..", kDataChunk);
+    if (opts.timeout_ms <= 0 || opts.retries <= 0) fail("timeout and retries must be positive");
+    SendResult res;
+    res.bytes = bytes.size();
+    res.sha256 = sha256_hex(bytes.data(), bytes.size());
+    const std::string sha_raw = from_hex(res.sha256);
+    Link link(in_fd, out_fd, opts);
+    uint32_t seq = 1;
+    Frame ans;
+    uint64_t acked = 0;
+    const std::string enter = opts.enter_flash_mode ? kEnterFlashMode : "";
+    for (int offer = 0; offer <= opts.reoffers; ++offer) {
+        std::vector<uint8_t> p;
+        put_u64(p, bytes.size());
+        p.insert(p.end(), sha_raw.begin(), sha_raw.end());
+        p.push_back(static_cast<uint8_t>(name.size()));
+        p.insert(p.end(), name.begin(), name.end());
+        if (!link.exchange(make(FrameType::Offer, seq++, p), {FrameType::Accept, FrameType::Result}, ans, enter)) continue;
+        if (ans.type == FrameType::Result) {
+            link.send(make(FrameType::Bye, seq++));
+            throw FlashError(FlashError::Refused, "the device refused the offer: " + text_of(ans.payload, 1), acked);
+        }
+        PayloadReader r(ans.payload);
+        uint64_t offset = r.u64("resume offset");
+        const uint16_t dev_chunk = r.u16("chunk");
+        if (offset > bytes.size()) fail("the device claims to hold ", offset, " bytes of a ", bytes.size(), "-byte file");
+        const size_t chunk = std::max<size_t>(1, std::min<size_t>(opts.chunk, dev_chunk));
+        res.resumed_from = offset;
+        acked = offset;
+        if (opts.progress) opts.progress(acked, bytes.size(), res.resumed_from);
+        bool lost = false;
+        int naks = 0;
+        for (;;) {
+            if (offset < bytes.size()) {
+                const size_t n = std::min<size_t>(chunk, bytes.size() - offset);
+                std::vector<uint8_t> d;
+                put_u64(d, offset);
+                d.insert(d.end(), bytes.begin() + static_cast<std::ptrdiff_t>(offset), bytes.begin() + static_cast<std::ptrdiff_t>(offset + n));
+                if (!link.exchange(make(FrameType::Data, seq++, d), {FrameType::Ack, FrameType::Nak, FrameType::Result}, ans)) {
+                    lost = true;
+                    break;
+                }
+            } else {
+                if (!link.exchange(make(FrameType::Done, seq++), {FrameType::Result, FrameType::Nak}, ans)) {
+                    lost = true;
+                    break;
+                }
+            }
+            if (ans.type == FrameType::Result) {
+                if (ans.payload.empty()) fail("the device sent an empty RESULT");
+                if (ans.payload[0] != 0) {
+                    link.send(make(FrameType::Bye, seq++));
+                    throw FlashError(FlashError::Refused, "the device refused the file: " + text_of(ans.payload, 1), acked);
+                }
+                res.acked = bytes.size();
+                res.message = text_of(ans.payload, 1);
+                res.retransmissions = link.retransmissions;
+                Frame bye = make(FrameType::Bye, seq++);
+                link.send(bye);
+                return res;
+            }
+            PayloadReader r2(ans.payload);
+            const uint64_t held = r2.u64("offset");
+            if (held > bytes.size()) fail("the device claims to hold ", held, " bytes of a ", bytes.size(), "-byte file");
+            if (ans.type == FrameType::Nak) {
+                ++link.retransmissions;
+                if (++naks > opts.retries) {
+                    throw FlashError(FlashError::LinkLost, "the device refused " + std::to_string(naks) + " frames in a row: " + text_of(ans.payload, 8), acked);
+                }
+            } else {
+                naks = 0;
+            }
+            offset = held;
+            acked = held;
+            if (opts.progress) opts.progress(acked, bytes.size(), res.resumed_from);
+        }
+        if (!lost) break;
+    }
+    throw FlashError(FlashError::LinkLost,
+                     "no answer from the device after " + std::to_string(opts.retries) + " tries of " + std::to_string(opts.timeout_ms) +
+                         " ms; it holds " + std::to_string(acked) + " of " + std::to_string(bytes.size()) +
+                         " bytes: run the same command again to resume",
+                     acked);
+}
+
+}  // namespace ember::fw

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Builds the device part (kernels, runtime, firmware: ember-console and ember_firmware_tests)
+# for aarch64, the Jetson's CPU, with Debian's cross toolchain, CPU only, and runs the device
+# tests under qemu-user. Installs what is missing: g++-aarch64-linux-gnu, qemu-user and the
+# arm64 libraries through multiarch.
+#   scripts/cross-aarch64.sh              build into build-aarch64/ and run the tests
+#   scripts/cross-aarch64.sh --no-tests   build only
+# The result: build-aarch64/firmware/ember-console (copy it to the Jetson).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/install-deps.sh
+sudo=""
+[[ $(id -u) -ne 0 ]] && sudo="sudo"
+pkgs=(g++-aarch64-linux-gnu qemu-user libssl-dev:arm64 libxxhash-dev:arm64 libflatbuffers-dev:arm64 zlib1g-dev:arm64)
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "installing: ${missing[*]}"
+  dpkg --print-foreign-architectures | grep -qx arm64 || $sudo dpkg --add-architecture arm64
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+cmake -S . -B build-aarch64 -DCMAKE_TOOLCHAIN_FILE=cmake/aarch64-linux-gnu.cmake -DCMAKE_BUILD_TYPE=Release \
+  -DEMBER_NATIVE=OFF -DEMBER_DEVICE_ONLY=ON > build-aarch64.log 2>&1 || { cat build-aarch64.log; exit 1; }
+cmake --build build-aarch64 -j "$(nproc)" >> build-aarch64.log 2>&1 || { tail -50 build-aarch64.log; exit 1; }
+file build-aarch64/firmware/ember-console 2>/dev/null || true
+echo "built: build-aarch64/firmware/ember-console"
+if [[ "${1:-}" != "--no-tests" ]]; then
+  echo "--- device tests under qemu-aarch64"
+  (cd build-aarch64 && ctest --output-on-failure)
+fi

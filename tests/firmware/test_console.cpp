@@ -1,0 +1,212 @@
+// The console over a pty pair (raw termios on the slave, as on a serial line): errors keep
+// it running, gen streams the same text as the runtime's generate loop, Ctrl-C stops a
+// generation, settings, models, load and eval.
+#include <doctest/doctest.h>
+
+#include <pty.h>
+
+#include <thread>
+
+#include "firmware/console.h"
+#include "fw_test_util.h"
+#include "runtime/eval.h"
+#include "runtime/model.h"
+#include "runtime/sampler.h"
+#include "runtime/session.h"
+#include "runtime/tokenizer.h"
+#include "runtime/utf8.h"
+
+using namespace ember;
+using namespace ember::fw;
+using namespace ember::fwtest;
+
+namespace {
+
+// A console on a pty slave in a thread; the test talks to the master.
+class PtyConsole {
+public:
+    explicit PtyConsole(ConsoleOptions o) {
+        REQUIRE(::openpty(&master_, &slave_, nullptr, nullptr, nullptr) == 0);
+        configure_raw(slave_, 115200, false);
+        th_ = std::thread([this, o] {
+            Console c(slave_, slave_, o);
+            c.run();
+        });
+        REQUIRE(wait_for("> ") != std::string::npos);
+    }
+    ~PtyConsole() {
+        ::close(master_);  // the slave sees a hang-up
+        th_.join();
+        ::close(slave_);
+    }
+    void send(const std::string& s) { write_all(master_, s.data(), s.size()); }
+    // Waits for pattern after the last match; returns its end or npos.
+    size_t wait_for(const std::string& pattern, int timeout_ms = 10000) {
+        const size_t k = expect(master_, seen_, pattern, mark_, timeout_ms);
+        if (k != std::string::npos) mark_ = k;
+        return k;
+    }
+    // Sends a command and returns what it printed up to and including its OK/ERR line.
+    std::string command(const std::string& line) {
+        const size_t from = mark_;
+        send(line + "\n");
+        const size_t k = expect(master_, seen_, "\n> ", from, 20000);
+        REQUIRE(k != std::string::npos);
+        mark_ = k;
+        return seen_.substr(from, k - 3 - from + 1);
+    }
+
+private:
+    int master_ = -1, slave_ = -1;
+    std::thread th_;
+    std::string seen_;
+    size_t mark_ = 0;
+};
+
+std::string reference_generate(const std::string& path, const std::string& prompt, int n, uint64_t seed, float temperature) {
+    auto m = Model::open(path);
+    CharTokenizer tok(m->code_points());
+    SessionOptions so;
+    so.threads = 1;
+    Session s(*m, so);
+    SamplerOptions o;
+    o.seed = seed;
+    o.temperature = temperature;
+    Sampler smp(o, m->config().vocab_size, s.sampler_probs(), s.sampler_ids());
+    const auto ids = tok.encode(prompt, "prompt");
+    s.append(ids.data(), static_cast<int>(ids.size()));
+    std::string out = prompt;
+    char b[4];
+    for (int i = 0; i < n; ++i) {
+        const int id = smp.sample(s.logits());
+        out.append(b, static_cast<size_t>(tok.decode(id, b)));
+        if (i + 1 < n) s.append(&id, 1);
+    }
+    return out;
+}
+
+ConsoleOptions opts_for(const TempDir& dir) {
+    ConsoleOptions o;
+    o.models_dir = dir.path();
+    o.threads = 1;
+    return o;
+}
+
+}  // namespace
+
+TEST_CASE("console: bad commands answer one ERR line and the console keeps running") {
+    TempDir dir;
+    PtyConsole c(opts_for(dir));
+    const std::pair<std::string, std::string> bad[] = {
+        {"frobnicate", "ERR unknown command 'frobnicate' (try help)\n"},
+        {"gen hello", "ERR no model loaded: flash one (ember flash on the host) or load NAME\n"},
+        {"gen -x 1 a", "ERR gen: unknown option '-x'"},
+        {"set top_p 2", "ERR top_p 2 not in (0, 1]\n"},
+        {"load nothere", "ERR load: no model nothere"},
+        {"load ../x", "ERR load: model name '../x' starts with '.'"},
+        {"eval /nonexistent/file.txt", "ERR no model loaded"},
+        {std::string(2000, 'a'), "ERR line too long: more than 1024 bytes, refused (nothing was run)\n"},
+        {"gen \xc3\x28", "ERR line is not valid UTF-8 (byte 4)\n"},
+    };
+    for (const auto& [line, want] : bad) {
+        CAPTURE(line.substr(0, 40));
+        const std::string out = c.command(line);
+        CHECK(out.find(want) == 0);
+        CHECK(std::count(out.begin(), out.end(), '\n') == 1);  // one line
+    }
+    CHECK(c.command("info").find("model: none loaded\n") == 0);
+    const std::string help = c.command("help");
+    CHECK(help.find("gen [-n N]") != std::string::npos);
+    CHECK(help.find("OK help\n") != std::string::npos);
+    // A Ctrl-C at the prompt drops the half-typed line.
+    c.send("frob\x03");
+    CHECK(c.wait_for("^C\n> ") != std::string::npos);
+    CHECK(c.command("info").find("model: none loaded\n") == 0);
+}
+
+TEST_CASE("console: load, gen streams the runtime's text for a seed, settings, models, eval") {
+    TempDir dir;
+    write_file(dir.file("tiny.ember"), read_file(model_int8()));
+    write_file(dir.file("tiny16.ember"), read_file(model_f16()));
+    PtyConsole c(opts_for(dir));
+    CHECK(c.command("load tiny").find("OK loaded tiny: n_layer") == 0);
+    CHECK(read_file(dir.file("current")) == "tiny\n");
+    const std::string prompt = "The quick brown";
+    for (uint64_t seed : {1ull, 42ull}) {
+        const std::string out = c.command("gen -n 60 --seed " + std::to_string(seed) + " -t 0.9 " + prompt);
+        const std::string want = reference_generate(dir.file("tiny.ember"), prompt, 60, seed, 0.9f);
+        CHECK(out.substr(0, want.size() + 1) == want + "\n");
+        CHECK(out.find("OK gen 60 tokens in ") == want.size() + 1);
+        CHECK_NOTHROW(utf8_decode(out, "console output"));  // whole characters only
+    }
+    // gen without options uses the settings; set changes them.
+    CHECK(c.command("set seed 42").find("OK n 200, temperature 1, top_k 0, top_p 1, seed 42, context exact, echo off") == 0);
+    CHECK(c.command("set temperature 0.9").find("OK ") == 0);
+    CHECK(c.command("set n 60").find("OK n 60,") == 0);
+    const std::string out = c.command("gen " + prompt);
+    CHECK(out.find(reference_generate(dir.file("tiny.ember"), prompt, 60, 42, 0.9f) + "\n") == 0);
+    CHECK(c.command("set context ring").find("context ring") != std::string::npos);
+    CHECK(c.command("gen -n 300 a").find("OK gen 300 tokens") != std::string::npos);
+    CHECK(c.command("gen -n 5 Q\xe2\x82\xac").find("ERR prompt: character") == 0);
+
+    const std::string models = c.command("models");
+    CHECK(models.find("* tiny  " + std::to_string(read_file(model_int8()).size()) + " bytes\n") == 0);
+    CHECK(models.find("  tiny16  ") != std::string::npos);
+    CHECK(models.find("OK 2 models\n") != std::string::npos);
+    CHECK(c.command("info").find("model: tiny (") == 0);
+
+    // eval: the runtime's loss on the fixture text.
+    const std::string text = source_dir() + "/tests/fixtures/gptpy/eval.txt";
+    const std::string ev = c.command("eval --split all " + text);
+    REQUIRE(ev.find("OK loss ") == 0);
+    auto m = Model::open(dir.file("tiny.ember"));
+    CharTokenizer tok(m->code_points());
+    const auto ids = tok.encode(read_file(text), "eval");
+    SessionOptions so;
+    so.threads = 1;
+    so.all_logits = true;
+    Session s(*m, so);
+    const EvalResult r = evaluate(s, ids.data(), static_cast<int64_t>(ids.size()), m->config().block_size, m->config().vocab_size);
+    char want[64];
+    std::snprintf(want, sizeof want, "OK loss %.4f over %lld tokens\n", r.loss, static_cast<long long>(r.tokens));
+    CHECK(ev == want);
+
+    // A bad model file is refused by load; the loaded one stays.
+    write_file(dir.file("broken.ember"), read_file(model_int8()).substr(0, 1000));
+    CHECK(c.command("load broken").find("ERR ") == 0);
+    CHECK(c.command("info").find("model: tiny (") == 0);
+}
+
+TEST_CASE("console: Ctrl-C stops a generation; type-ahead is kept") {
+    TempDir dir;
+    write_file(dir.file("tiny.ember"), read_file(model_int8()));
+    ConsoleOptions o = opts_for(dir);
+    o.load = "tiny";
+    o.crlf = true;
+    PtyConsole c(o);
+    c.send("gen -n 1000000 The\n");
+    REQUIRE(c.wait_for("The") != std::string::npos);
+    ::usleep(100 * 1000);
+    c.send("\x03");
+    REQUIRE(c.wait_for("^C\r\nOK gen interrupted after ") != std::string::npos);
+    REQUIRE(c.wait_for("\r\n> ") != std::string::npos);
+    // Two commands in one write: both run, in order.
+    c.send("gen -n 3 --seed 1 The\r\ninfo\r\n");
+    CHECK(c.wait_for("OK gen 3 tokens") != std::string::npos);
+    CHECK(c.wait_for("OK info\r\n") != std::string::npos);
+}
+
+TEST_CASE("console: echo shows whole characters, backspace removes one") {
+    TempDir dir;
+    write_file(dir.file("tiny.ember"), read_file(model_int8()));
+    ConsoleOptions o = opts_for(dir);
+    o.load = "tiny";
+    o.echo = true;
+    PtyConsole c(o);
+    c.send("gen -n 1 caf\xc3");
+    ::usleep(50 * 1000);
+    c.send("\xa9x\x7f\n");  // U+00E9 in two writes, then x and a backspace
+    CHECK(c.wait_for("gen -n 1 caf\xc3\xa9x\b \b\n") != std::string::npos);
+    CHECK(c.wait_for("caf\xc3\xa9") != std::string::npos);  // the prompt text, then a token
+    CHECK(c.wait_for("OK gen 1 tokens") != std::string::npos);
+}

@@ -1,0 +1,102 @@
+// The console's line parser: good commands, and one reason for every bad one.
+#include <doctest/doctest.h>
+
+#include "firmware/console_parser.h"
+
+using namespace ember::fw;
+
+namespace {
+std::string error_of(const std::string& line) {
+    const ParseResult r = parse_command(line);
+    CHECK_FALSE(r.ok);
+    return r.error;
+}
+}  // namespace
+
+TEST_CASE("console parser: commands and gen options") {
+    ParseResult r = parse_command("gen -n 50 -t 0.8 -k 10 -p 0.9 --seed 7 ROMEO:  to be\\n");
+    REQUIRE(r.ok);
+    CHECK(r.cmd.kind == CommandKind::Gen);
+    CHECK(*r.cmd.settings.n == 50);
+    CHECK(*r.cmd.settings.temperature == doctest::Approx(0.8f));
+    CHECK(*r.cmd.settings.top_k == 10);
+    CHECK(*r.cmd.settings.top_p == doctest::Approx(0.9f));
+    CHECK(*r.cmd.settings.seed == 7);
+    CHECK(r.cmd.text == "ROMEO:  to be\n");
+
+    r = parse_command("gen");
+    REQUIRE(r.ok);
+    CHECK(r.cmd.text.empty());
+    CHECK_FALSE(r.cmd.settings.n.has_value());
+    r = parse_command("gen -- -n is text");
+    REQUIRE(r.ok);
+    CHECK(r.cmd.text == "-n is text");
+    r = parse_command("gen --seed 18446744073709551615 a\\\\b\\tc");
+    REQUIRE(r.ok);
+    CHECK(*r.cmd.settings.seed == 18446744073709551615ull);
+    CHECK(r.cmd.text == "a\\b\tc");
+    r = parse_command("  set top_p 1  ");
+    REQUIRE(r.ok);
+    CHECK(r.cmd.kind == CommandKind::Set);
+    CHECK(*r.cmd.settings.top_p == 1.0f);
+    r = parse_command("set context ring");
+    REQUIRE(r.ok);
+    CHECK(*r.cmd.settings.context == "ring");
+    r = parse_command("load shakespeare_char");
+    REQUIRE(r.ok);
+    CHECK(r.cmd.name == "shakespeare_char");
+    r = parse_command("eval --split all /data/input.txt");
+    REQUIRE(r.ok);
+    CHECK(r.cmd.eval_all);
+    CHECK(r.cmd.file == "/data/input.txt");
+    CHECK(parse_command("").cmd.kind == CommandKind::Empty);
+    CHECK(parse_command("   ").cmd.kind == CommandKind::Empty);
+    CHECK(parse_command("flash").cmd.kind == CommandKind::Flash);
+    CHECK(parse_command("models").cmd.kind == CommandKind::Models);
+    CHECK(parse_command("info").cmd.kind == CommandKind::Info);
+    CHECK(parse_command("help").cmd.kind == CommandKind::Help);
+}
+
+TEST_CASE("console parser: every bad line has a reason") {
+    CHECK(error_of("frobnicate") == "unknown command 'frobnicate' (try help)");
+    CHECK(error_of("gen -x 3 hi").find("gen: unknown option '-x'") == 0);
+    CHECK(error_of("gen -n") == "gen: option -n needs a value");
+    CHECK(error_of("gen -n abc hi") == "n: 'abc' is not an integer");
+    CHECK(error_of("gen -n -5 hi").find("n -5 not in 0..") == 0);
+    CHECK(error_of("gen -n 99999999999999999999 hi").find("not an integer") != std::string::npos);
+    CHECK(error_of("gen -t nan hi") == "temperature: 'nan' is not a finite number");
+    CHECK(error_of("gen -t -1 hi").find("temperature -1 not in 0..100") == 0);
+    CHECK(error_of("gen -p 0 hi") == "top_p 0 not in (0, 1]");
+    CHECK(error_of("gen --seed -1 hi").find("seed: '-1' is not an integer >= 0") == 0);
+    CHECK(error_of("gen hi\\q") == "unknown escape \\q in text (\\n, \\t, \\\\)");
+    CHECK(error_of("gen hi\\").find("lone backslash") != std::string::npos);
+    CHECK(error_of("set") .find("set: usage") == 0);
+    CHECK(error_of("set colour red").find("unknown setting 'colour'") == 0);
+    CHECK(error_of("set top_k 5 6") == "set: unexpected argument '6'");
+    CHECK(error_of("set context loop") == "context 'loop': exact | shift | ring");
+    CHECK(error_of("load") == "load: usage: load NAME (see models)");
+    CHECK(error_of("load ../../etc/passwd").find("load: model name") == 0);
+    CHECK(error_of("load .hidden").find("starts with '.'") != std::string::npos);
+    CHECK(error_of("info now") == "info: unexpected argument 'now'");
+    CHECK(error_of("eval --split test f") == "eval: --split 'test': val | all");
+    CHECK(error_of("eval").find("eval: usage") == 0);
+    CHECK(error_of(std::string("gen \xff\xfe")).find("not valid UTF-8") != std::string::npos);
+    CHECK(error_of(std::string("gen a\x1b[2Jb")).find("control character") == 0);
+    CHECK(error_of(std::string("gen a\0b", 7)).find("control character") == 0);
+}
+
+TEST_CASE("console parser: arbitrary bytes never crash it and always give a verdict") {
+    uint32_t x = 12345;
+    for (int i = 0; i < 20000; ++i) {
+        std::string line;
+        const int n = static_cast<int>(x % 40);
+        static const char* words[] = {"gen ", "set ", "-n ", "-t ", "--seed ", "1", "0.5", "\\", "load ", "eval ", "--split ", "-- "};
+        for (int k = 0; k < n; ++k) {
+            x = x * 1103515245u + 12345u;
+            if (x % 3 == 0) line += words[(x >> 8) % 12];
+            else line += static_cast<char>(x >> 16);
+        }
+        const ParseResult r = parse_command(line);
+        CHECK((r.ok || !r.error.empty()));
+    }
+}

@@ -1,0 +1,390 @@
+// Flashing through a relay that injects faults between the host's sender and the device's
+// console: a dropped byte, a flipped bit, 80 bytes of log text between frames, a cut link
+// and a resume, a file that is not a valid .ember, the device killed before the rename.
+// Each ends with the new model installed with the right SHA-256, or the old one installed
+// and working; never a broken model.
+#include <doctest/doctest.h>
+
+#include <dirent.h>
+#include <signal.h>
+#include <sys/wait.h>
+
+#include <memory>
+#include <thread>
+
+#include "firmware/console.h"
+#include "firmware/flash.h"
+#include "fw_test_util.h"
+#include "runtime/error.h"
+#include "runtime/model.h"
+#include "runtime/sha256.h"
+
+using namespace ember;
+using namespace ember::fw;
+using namespace ember::fwtest;
+
+namespace {
+
+constexpr int kIdleMs = 400;  // the device leaves binary mode after this long without a frame
+
+SenderOptions quick_sender() {
+    SenderOptions o;
+    o.timeout_ms = 150;
+    o.retries = 4;
+    o.reoffers = 1;
+    return o;
+}
+
+ConsoleOptions device_options(const std::string& dir) {
+    ConsoleOptions o;
+    o.models_dir = dir;
+    o.load = "default";
+    o.threads = 1;
+    o.flash_idle_ms = kIdleMs;
+    return o;
+}
+
+// A console on the device end of a socket pair, in a thread.
+class Device {
+public:
+    Device(int fd, ConsoleOptions o) : fd_(fd) {
+        th_ = std::thread([fd, o] {
+            Console c(fd, fd, o);
+            c.run();
+        });
+    }
+    ~Device() {
+        ::shutdown(fd_, SHUT_RDWR);  // the console sees the line close
+        th_.join();
+    }
+
+private:
+    int fd_;
+    std::thread th_;
+};
+
+// Files in dir whose name starts with ".flash-".
+int part_files(const std::string& dir) {
+    int n = 0;
+    DIR* d = ::opendir(dir.c_str());
+    while (dirent* e = ::readdir(d)) n += std::string(e->d_name).rfind(".flash-", 0) == 0;
+    ::closedir(d);
+    return n;
+}
+
+// The installed model opens (every check) and the console generates with it.
+void check_working(const std::string& dir, int host_fd, const std::string& want_sha) {
+    const std::string path = dir + "/default.ember";
+    CHECK(sha256_file(path) == want_sha);
+    CHECK_NOTHROW(Model::open(path));
+    const std::string cmd = "gen -n 5 --seed 3 The\n";
+    write_all(host_fd, cmd.data(), cmd.size());
+    std::string seen;
+    CHECK(expect(host_fd, seen, "OK gen 5 tokens") != std::string::npos);
+}
+
+struct Setup {
+    TempDir dir;
+    std::string old_bytes = read_file(model_int8());
+    std::string new_bytes = read_file(model_f16());
+    std::string old_sha = sha256_hex(old_bytes.data(), old_bytes.size());
+    std::string new_sha = sha256_hex(new_bytes.data(), new_bytes.size());
+    Setup() { write_file(dir.file("default.ember"), old_bytes); }
+};
+
+}  // namespace
+
+TEST_CASE("flash: a clean transfer installs the file, reports progress, and the console loads it") {
+    Setup s;
+    SocketPair line;
+    Device dev(line.fd[1], device_options(s.dir.path()));
+    SenderOptions o = quick_sender();
+    o.timeout_ms = 2000;  // a clean line: no retransmission even on a loaded machine
+    uint64_t last = 0;
+    int calls = 0;
+    o.progress = [&](uint64_t acked, uint64_t total, uint64_t from) {
+        CHECK(acked >= last);
+        CHECK(total == s.new_bytes.size());
+        CHECK(from == 0);
+        last = acked;
+        ++calls;
+    };
+    const SendResult r = send_file(line.fd[0], line.fd[0], s.new_bytes, "default", o);
+    CHECK(r.sha256 == s.new_sha);
+    CHECK(r.resumed_from == 0);
+    CHECK(r.retransmissions == 0);
+    CHECK(last == s.new_bytes.size());
+    CHECK(calls >= static_cast<int>(s.new_bytes.size() / kDataChunk));
+    CHECK(r.message.find("installed default.ember") == 0);
+    CHECK(part_files(s.dir.path()) == 0);
+    check_working(s.dir.path(), line.fd[0], s.new_sha);
+    CHECK(read_file(s.dir.file("current")) == "default\n");
+
+    // The same file again: already installed, nothing sent.
+    o.progress = nullptr;
+    const SendResult again = send_file(line.fd[0], line.fd[0], s.new_bytes, "default", o);
+    CHECK(again.resumed_from == s.new_bytes.size());
+    CHECK(again.message.find("already installed") == 0);
+}
+
+TEST_CASE("flash: a dropped byte, a flipped bit and log text on the line are recovered from") {
+    for (int fault = 0; fault < 3; ++fault) {
+        CAPTURE(fault);
+        Setup s;
+        SocketPair host, dev_line;
+        Device dev(dev_line.fd[1], device_options(s.dir.path()));
+        const uint64_t at = 10000;  // inside a DATA frame (the offer is well before)
+        bool done_h = false, done_d = false;
+        const std::string log = "[ 1234.567890] tegra-i2c 3160000.i2c: no acknowledge from address 0x50 .......\r\n";
+        REQUIRE(log.size() == 80);
+        Relay relay(
+            host.fd[1], dev_line.fd[0],
+            [&](std::string& b, uint64_t before) {
+                if (done_h || before + b.size() <= at) return;
+                done_h = true;
+                const size_t k = at > before ? at - before : 0;
+                if (fault == 0) b.erase(k, 1);
+                if (fault == 1) b[k] = static_cast<char>(b[k] ^ 0x08);
+                if (fault == 2) b.insert(0, log);  // between two frames
+            },
+            [&](std::string& b, uint64_t before) {
+                if (fault == 2 && !done_d && before > 200) {
+                    done_d = true;
+                    b.insert(0, log);
+                }
+            });
+        const SendResult r = send_file(host.fd[0], host.fd[0], s.new_bytes, "default", quick_sender());
+        CHECK(done_h);
+        CHECK(r.sha256 == s.new_sha);
+        if (fault < 2) CHECK(r.retransmissions >= 1);
+        check_working(s.dir.path(), host.fd[0], s.new_sha);
+        CHECK(part_files(s.dir.path()) == 0);
+        relay.stop();
+    }
+}
+
+TEST_CASE("flash: a link cut mid-transfer fails cleanly, and the next run resumes at the acknowledged offset") {
+    Setup s;
+    SocketPair host, dev_line;
+    Device dev(dev_line.fd[1], device_options(s.dir.path()));
+    const uint64_t cut_at = 20000;
+    Relay* rp = nullptr;
+    bool cut_done = false;
+    Relay relay(
+        host.fd[1], dev_line.fd[0],
+        [&](std::string& b, uint64_t before) {
+            if (!cut_done && before + b.size() > cut_at && rp) rp->cut = cut_done = true;
+        },
+        nullptr);
+    rp = &relay;
+    uint64_t acked = 0;
+    try {
+        send_file(host.fd[0], host.fd[0], s.new_bytes, "default", quick_sender());
+        FAIL("the transfer should not succeed over a cut link");
+    } catch (const FlashError& e) {
+        CHECK(e.kind == FlashError::LinkLost);
+        CHECK(std::string(e.what()).find("run the same command again to resume") != std::string::npos);
+        acked = e.acked;
+    }
+    CHECK(acked > 0);
+    CHECK(acked < s.new_bytes.size());
+    CHECK(sha256_file(s.dir.file("default.ember")) == s.old_sha);  // the old model is untouched
+    CHECK(part_files(s.dir.path()) == 1);
+    // The device gives up on binary mode; the link comes back; the same command resumes.
+    ::usleep((kIdleMs + 200) * 1000);
+    relay.cut = false;
+    const SendResult r = send_file(host.fd[0], host.fd[0], s.new_bytes, "default", quick_sender());
+    // The device resumes at what it holds: at least what the host saw acknowledged (the ACK
+    // of the last frame through may have been lost in the cut).
+    CHECK(r.resumed_from >= acked);
+    CHECK(r.resumed_from < s.new_bytes.size());
+    CHECK(r.sha256 == s.new_sha);
+    check_working(s.dir.path(), host.fd[0], s.new_sha);
+    relay.stop();
+}
+
+TEST_CASE("flash: files that are not valid .ember models are refused and the old model stays") {
+    Setup s;
+    SocketPair line;
+    Device dev(line.fd[1], device_options(s.dir.path()));
+    std::string corrupt = s.new_bytes;
+    corrupt[corrupt.size() - 10] ^= 0x01;  // a data byte: the checksum no longer holds
+    const std::string text(5000, 'x');
+    const std::pair<std::string, std::string> cases[] = {{text, "not a valid .ember model"},
+                                                         {corrupt, "checksum"},
+                                                         {s.new_bytes.substr(0, 3000), "not a valid .ember model"}};
+    for (const auto& [bytes, why] : cases) {
+        CAPTURE(why);
+        try {
+            send_file(line.fd[0], line.fd[0], bytes, "default", quick_sender());
+            FAIL("refused file was accepted");
+        } catch (const FlashError& e) {
+            CHECK(e.kind == FlashError::Refused);
+            CHECK(std::string(e.what()).find(why) != std::string::npos);
+        }
+        CHECK(part_files(s.dir.path()) == 0);
+        ::usleep(50 * 1000);
+        check_working(s.dir.path(), line.fd[0], s.old_sha);
+    }
+    // A bad name is refused by the sender before anything is sent.
+    CHECK_THROWS_AS(send_file(line.fd[0], line.fd[0], s.new_bytes, "../evil", quick_sender()), Error);
+}
+
+TEST_CASE("flash: the device killed just before the rename leaves the old model; the next run completes") {
+    Setup s;
+    SocketPair link;
+    const pid_t dev = ::fork();
+    REQUIRE(dev >= 0);
+    if (dev == 0) {
+        ::close(link.fd[0]);
+        ConsoleOptions o = device_options(s.dir.path());
+        o.kill_before_rename = true;
+        Console c(link.fd[1], link.fd[1], o);
+        c.run();
+        _exit(0);
+    }
+    ::close(link.fd[1]);
+    link.fd[1] = -1;
+    try {
+        send_file(link.fd[0], link.fd[0], s.new_bytes, "default", quick_sender());
+        FAIL("the device died: the transfer cannot have succeeded");
+    } catch (const FlashError& e) {
+        CHECK(e.kind == FlashError::LinkLost);
+        CHECK(e.acked == s.new_bytes.size());
+    }
+    int status = 0;
+    REQUIRE(::waitpid(dev, &status, 0) == dev);
+    CHECK(WIFSIGNALED(status));
+    CHECK(WTERMSIG(status) == SIGKILL);
+    // The old model is installed and whole; the verified new bytes wait in the partial file.
+    CHECK(sha256_file(s.dir.file("default.ember")) == s.old_sha);
+    CHECK_NOTHROW(Model::open(s.dir.file("default.ember")));
+    CHECK(part_files(s.dir.path()) == 1);
+    // The device restarts (no hook) and the host runs the same command: it resumes at the end.
+    SocketPair line2;
+    Device again(line2.fd[1], device_options(s.dir.path()));
+    const SendResult r = send_file(line2.fd[0], line2.fd[0], s.new_bytes, "default", quick_sender());
+    CHECK(r.resumed_from == s.new_bytes.size());
+    CHECK(r.sha256 == s.new_sha);
+    check_working(s.dir.path(), line2.fd[0], s.new_sha);
+}
+
+TEST_CASE("flash: the device killed at a random moment after DONE: old or new model, never a broken one") {
+    for (int delay_us : {0, 300, 1500, 6000}) {
+        CAPTURE(delay_us);
+        Setup s;
+        SocketPair host, link;
+        const pid_t dev = ::fork();
+        REQUIRE(dev >= 0);
+        if (dev == 0) {
+            ::close(link.fd[0]);
+            ::close(host.fd[0]);
+            ::close(host.fd[1]);
+            Console c(link.fd[1], link.fd[1], device_options(s.dir.path()));
+            c.run();
+            _exit(0);
+        }
+        ::close(link.fd[1]);
+        link.fd[1] = -1;
+        std::thread killer;
+        Relay relay(
+            host.fd[1], link.fd[0],
+            [&](std::string& b, uint64_t) {
+                // DONE: magic, then type 6. Kill the device while it verifies, syncs, renames.
+                const size_t k = b.find("EMBF");
+                if (k != std::string::npos && k + 4 < b.size() && b[k + 4] == 6 && !killer.joinable()) {
+                    killer = std::thread([dev, delay_us] {
+                        ::usleep(static_cast<useconds_t>(delay_us));
+                        ::kill(dev, SIGKILL);
+                    });
+                }
+            },
+            nullptr);
+        bool sent = false;
+        try {
+            send_file(host.fd[0], host.fd[0], s.new_bytes, "default", quick_sender());
+            sent = true;  // the verdict got out before the kill
+        } catch (const FlashError& e) {
+            CHECK(e.kind == FlashError::LinkLost);
+        }
+        relay.stop();
+        if (killer.joinable()) killer.join();
+        ::waitpid(dev, nullptr, 0);
+        const std::string sha = sha256_file(s.dir.file("default.ember"));
+        CHECK((sha == s.old_sha || sha == s.new_sha));
+        if (sent) CHECK(sha == s.new_sha);
+        CHECK_NOTHROW(Model::open(s.dir.file("default.ember")));
+        MESSAGE("killed ", delay_us, " us after DONE: ", sha == s.new_sha ? "new" : "old", " model installed");
+    }
+}
+
+TEST_CASE("flash receiver: out-of-order, duplicate and malformed frames") {
+    TempDir dir;
+    ReceiverOptions ro;
+    ro.models_dir = dir.path();
+    FlashReceiver rx(ro);
+    std::vector<Frame> out;
+    auto frame = [](FrameType t, uint32_t seq, std::vector<uint8_t> p) {
+        Frame f;
+        f.type = t;
+        f.seq = seq;
+        f.payload = std::move(p);
+        return f;
+    };
+    auto data = [&](uint64_t off, size_t n) {
+        std::vector<uint8_t> p;
+        put_u64(p, off);
+        p.resize(8 + n, 'a');
+        return p;
+    };
+    auto held = [](const Frame& f) {
+        PayloadReader r(f.payload);
+        return r.u64("offset");
+    };
+    rx.handle(frame(FrameType::Data, 1, data(0, 10)), out);  // no offer yet
+    REQUIRE(out.size() == 1);
+    CHECK(out[0].type == FrameType::Nak);
+    out.clear();
+    const std::string body(100, 'a');
+    const std::string sha = sha256_hex(body.data(), body.size());
+    std::vector<uint8_t> offer;
+    put_u64(offer, body.size());
+    for (size_t i = 0; i < 64; i += 2) offer.push_back(static_cast<uint8_t>(std::stoi(sha.substr(i, 2), nullptr, 16)));
+    offer.push_back(4);
+    for (char c : std::string("ab/c")) offer.push_back(static_cast<uint8_t>(c));
+    rx.handle(frame(FrameType::Offer, 2, offer), out);  // bad name
+    REQUIRE(out.size() == 1);
+    CHECK(out[0].type == FrameType::Result);
+    CHECK(out[0].payload[0] == 1);
+    out.clear();
+    offer.back() = 'x';  // "ab/x" -> still bad; fix the name to "abcx"
+    offer[offer.size() - 2] = 'c';
+    rx.handle(frame(FrameType::Offer, 3, offer), out);
+    REQUIRE(out.size() == 1);
+    CHECK(out[0].type == FrameType::Accept);
+    CHECK(held(out[0]) == 0);
+    out.clear();
+    rx.handle(frame(FrameType::Data, 4, data(0, 60)), out);
+    rx.handle(frame(FrameType::Data, 5, data(0, 60)), out);   // duplicate: acknowledged, not written twice
+    rx.handle(frame(FrameType::Data, 6, data(70, 10)), out);  // a gap: NAK naming offset 60
+    rx.handle(frame(FrameType::Data, 7, data(60, 50)), out);  // past the offered size
+    rx.handle(frame(FrameType::Done, 8, {}), out);            // incomplete
+    rx.handle(frame(FrameType::Data, 9, {1, 2, 3}), out);     // payload too short for an offset
+    REQUIRE(out.size() == 6);
+    CHECK((out[0].type == FrameType::Ack && held(out[0]) == 60 && out[0].seq == 4));
+    CHECK((out[1].type == FrameType::Ack && held(out[1]) == 60));
+    CHECK((out[2].type == FrameType::Nak && held(out[2]) == 60));
+    CHECK((out[3].type == FrameType::Nak && held(out[3]) == 60));
+    CHECK((out[4].type == FrameType::Nak && held(out[4]) == 60));
+    CHECK((out[5].type == FrameType::Nak && held(out[5]) == 60));
+    out.clear();
+    rx.handle(frame(FrameType::Data, 10, data(60, 40)), out);
+    rx.handle(frame(FrameType::Done, 11, {}), out);  // complete, but not a model
+    REQUIRE(out.size() == 2);
+    CHECK(held(out[0]) == 100);
+    CHECK(out[1].type == FrameType::Result);
+    CHECK(out[1].payload[0] == 1);
+    CHECK(std::string(out[1].payload.begin() + 1, out[1].payload.end()).find("not a valid .ember model") == 0);
+    CHECK_FALSE(exists(dir.file("abcx.ember")));
+    CHECK(part_files(dir.path()) == 0);
+}
