@@ -9,7 +9,7 @@ namespace ember {
 
 int64_t val_split_start(int64_t n) { return static_cast<int64_t>(0.9 * static_cast<double>(n)); }
 
-EvalResult evaluate(Session& session, const int* ids, int64_t n, int block_size, int vocab_size) {
+EvalResult evaluate(Generator& session, const int* ids, int64_t n, int block_size, int vocab_size) {
     if (n < 2) fail("eval needs at least 2 tokens, got ", n);
     EvalResult r;
     double total = 0.0;

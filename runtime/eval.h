@@ -17,7 +17,7 @@ struct EvalResult {
 };
 
 // session: planned with all_logits. ids: at least 2. Throws ember::Error.
-EvalResult evaluate(Session& session, const int* ids, int64_t n, int block_size, int vocab_size);
+EvalResult evaluate(Generator& session, const int* ids, int64_t n, int block_size, int vocab_size);
 
 // The lecture's split: val = ids[int(0.9 * n):] (train the first 90%).
 int64_t val_split_start(int64_t n);

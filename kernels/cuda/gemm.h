@@ -1,0 +1,35 @@
+// The batched matrix products of prefill, through cuBLASLt: y [T, N] f32 = x [T, K] fp16 @
+// W [N, K]^T fp16, f32 compute (CUBLAS_COMPUTE_32F), torch.nn.functional.linear without
+// the bias (linear_epilogue in linear.cuh adds bias, activation and residual).
+// Row-major ember buffers are handed to column-major cuBLASLt as their transposes:
+// y^T [N, T] = W [N, K] (stored as a K x N column-major matrix, op T) @ x^T [K, T].
+#pragma once
+
+#include <cublasLt.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cstddef>
+
+namespace ember::cuda {
+
+class Gemm {
+public:
+    // workspace: device memory of workspace_bytes (planned by the caller; may be 0 bytes).
+    // Throws ember::Error if cuBLASLt cannot be initialized.
+    Gemm(void* workspace, size_t workspace_bytes);
+    ~Gemm();
+    Gemm(const Gemm&) = delete;
+    Gemm& operator=(const Gemm&) = delete;
+
+    // y [T, N] f32 = x [T, K] fp16 @ w [N, K]^T fp16. Device pointers, 16-byte aligned.
+    // Throws ember::Error (naming the call) if cuBLASLt refuses or finds no algorithm.
+    void run(const __half* x, int T, const __half* w, int N, int K, float* y, cudaStream_t stream);
+
+private:
+    cublasLtHandle_t handle_ = nullptr;
+    void* workspace_ = nullptr;
+    size_t workspace_bytes_ = 0;
+};
+
+}  // namespace ember::cuda
