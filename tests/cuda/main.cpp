@@ -1,0 +1,22 @@
+// ember_cuda_tests: the CUDA suites (built with EMBER_CUDA). Without a CUDA device the binary
+// prints "SKIPPED: no CUDA device" and exits 77, which ctest's SKIP_RETURN_CODE shows as
+// "Skipped" in its summary (a run that tested nothing never reads as passed).
+#define DOCTEST_CONFIG_IMPLEMENT
+#include <doctest/doctest.h>
+
+#include <cstdio>
+
+#include "runtime/backend.h"
+
+int main(int argc, char** argv) {
+    const int devices = ember::cuda_device_count();
+    if (devices < 1) {
+        std::printf("SKIPPED: no CUDA device (the CUDA tests need a GPU; see tests/device/README.md)\n");
+        return 77;
+    }
+    const ember::CudaDeviceInfo info = ember::cuda_device_info();
+    std::printf("CUDA device 0 of %d: %s (sm_%d%d, %zu MiB)\n", devices, info.name.c_str(), info.major, info.minor,
+                info.total_bytes >> 20);
+    doctest::Context ctx(argc, argv);
+    return ctx.run();
+}
