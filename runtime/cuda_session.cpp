@@ -196,6 +196,11 @@ void CudaSession::release() noexcept {
 }
 
 void CudaSession::capture_decode_graph() {
+    // One eager decode step first: it loads every kernel (CUDA's lazy module loading must not
+    // happen inside a capture) and checks the launches. It writes cache row 0, which every
+    // sequence writes again before reading it.
+    const int token = 0;
+    forward(&token, 1, 0, 0, 1, false);
     EMBER_CUDA_CHECK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
     try {
         enqueue_forward(1, false);

@@ -5,6 +5,7 @@
 #include <doctest/doctest.h>
 
 #include <cstdio>
+#include <exception>
 
 #include "runtime/backend.h"
 
@@ -14,9 +15,14 @@ int main(int argc, char** argv) {
         std::printf("SKIPPED: no CUDA device (the CUDA tests need a GPU; see tests/device/README.md)\n");
         return 77;
     }
-    const ember::CudaDeviceInfo info = ember::cuda_device_info();
-    std::printf("CUDA device 0 of %d: %s (sm_%d%d, %zu MiB)\n", devices, info.name.c_str(), info.major, info.minor,
-                info.total_bytes >> 20);
+    try {
+        const ember::CudaDeviceInfo info = ember::cuda_device_info();
+        std::printf("CUDA device 0 of %d: %s (sm_%d%d, %zu MiB, %.0f GB/s peak)\n", devices, info.name.c_str(), info.major,
+                    info.minor, info.total_bytes >> 20, info.peak_bytes_per_s / 1e9);
+    } catch (const std::exception& e) {
+        std::printf("FAILED: cannot read CUDA device 0: %s\n", e.what());
+        return 1;
+    }
     doctest::Context ctx(argc, argv);
     return ctx.run();
 }
