@@ -125,8 +125,8 @@ CudaPlan plan_cuda_memory(const Model& model, bool all_logits) {
     p.logits = take(static_cast<size_t>(p.logit_rows) * V * 4);
     p.k_cache = take(L * S * C * 2);
     p.v_cache = take(L * S * C * 2);
-    p.ids = take(S * sizeof(int));
-    p.step = take(4 * sizeof(int));
+    p.step = take((4 + S) * sizeof(int));
+    p.ids = p.step + 4 * sizeof(int);
     p.workspace_bytes = kWorkspaceBytes;
     p.workspace = take(p.workspace_bytes);
     p.total = off;
@@ -158,8 +158,7 @@ CudaSession::CudaSession(const Model& model, const SessionOptions& opts) : model
             return at;
         }, w_);
         EMBER_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
-        EMBER_CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&h_ids_), S * sizeof(int)));
-        EMBER_CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&h_step_), 4 * sizeof(int)));
+        EMBER_CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&h_step_), (4 + S) * sizeof(int)));
         EMBER_CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&h_logits_), static_cast<size_t>(plan_.logit_rows) * V * sizeof(float)));
         std::memset(h_logits_, 0, static_cast<size_t>(plan_.logit_rows) * V * sizeof(float));
         gemm_ = std::make_unique<cuda::Gemm>(dev<void>(plan_.workspace), plan_.workspace_bytes);
@@ -184,14 +183,12 @@ void CudaSession::release() noexcept {
     if (stream_) (void)cudaStreamDestroy(stream_);
     if (h_logits_) (void)cudaFreeHost(h_logits_);
     if (h_step_) (void)cudaFreeHost(h_step_);
-    if (h_ids_) (void)cudaFreeHost(h_ids_);
     if (base_) (void)cudaFree(base_);
     graph_exec_ = nullptr;
     graph_ = nullptr;
     stream_ = nullptr;
     h_logits_ = nullptr;
     h_step_ = nullptr;
-    h_ids_ = nullptr;
     base_ = nullptr;
 }
 
@@ -266,10 +263,10 @@ void CudaSession::enqueue_forward(int T, bool all_rows) {
         __half* vc = dev<__half>(plan_.v_cache) + static_cast<size_t>(l) * S * C;
         cuda::layernorm(x, T, C, L.ln_1_w, L.ln_1_b, c.ln_eps, xn, stream_);
         linear(xn, T, L.qkv, L.qkv_b, cuda::Act::None, qkv);
-        cuda::kv_store(qkv, T, C, S, step + 1, kc, vc, stream_);
-        if (T == 1) {
-            cuda::attention_decode(qkv, kc, vc, as, step + 2, att, stream_);
+        if (T == 1) {  // stores the new K/V row itself
+            cuda::attention_decode(qkv, kc, vc, as, step + 2, step + 1, att, stream_);
         } else {
+            cuda::kv_store(qkv, T, C, S, step + 1, kc, vc, stream_);
             cuda::attention_prefill(qkv, kc, vc, as, step + 2, att, stream_);
         }
         linear(att, T, L.proj, L.proj_b, true, x);
@@ -293,13 +290,14 @@ void CudaSession::forward(const int* ids, int T, int pos0, int row0, int n_keys0
     if (T < 1 || T > S || pos0 < 0 || pos0 + T > S || row0 < 0 || row0 + T > S || n_keys0 < 0 || n_keys0 + T - 1 > S)
         fail("CUDA forward: T ", T, ", pos0 ", pos0, ", row0 ", row0, ", n_keys0 ", n_keys0, " outside block_size ", S);
     if (all_rows && T > plan_.logit_rows) fail("CUDA forward: ", T, " logit rows, planned ", plan_.logit_rows);
-    std::memcpy(h_ids_, ids, static_cast<size_t>(T) * sizeof(int));
+    std::memcpy(h_step_ + 4, ids, static_cast<size_t>(T) * sizeof(int));
     h_step_[0] = pos0;
     h_step_[1] = row0;
     h_step_[2] = n_keys0;
     h_step_[3] = T;
-    EMBER_CUDA_CHECK(cudaMemcpyAsync(dev<int>(plan_.ids), h_ids_, static_cast<size_t>(T) * sizeof(int), cudaMemcpyHostToDevice, stream_));
-    EMBER_CUDA_CHECK(cudaMemcpyAsync(dev<int>(plan_.step), h_step_, 4 * sizeof(int), cudaMemcpyHostToDevice, stream_));
+    // h_step_ [4 + S] pinned: the step parameters, then the ids (plan_.ids = plan_.step + 4
+    // ints): one host-to-device copy per step.
+    EMBER_CUDA_CHECK(cudaMemcpyAsync(dev<int>(plan_.step), h_step_, (4 + static_cast<size_t>(T)) * sizeof(int), cudaMemcpyHostToDevice, stream_));
     if (T == 1 && !all_rows && graph_exec_) {
         EMBER_CUDA_CHECK(cudaGraphLaunch(graph_exec_, stream_));
     } else {

@@ -7,8 +7,8 @@
 // int8; no second fp16 copy) and the planned arena (CudaPlan); pinned host buffers for ids,
 // step parameters and logits are allocated there too. Nothing is allocated per token.
 // Decode (one token, last-row logits) is captured once as a CUDA graph and replayed; the
-// step's token, position, cache row and key count travel in a small device buffer that the
-// graph's kernels read. Prefill (T > 1) runs the same kernels plus cuBLASLt matrix products
+// step's token, position, cache row and key count travel in a small device buffer (one
+// host-to-device copy per step) that the graph's kernels read. Prefill (T > 1) runs the same kernels plus cuBLASLt matrix products
 // (int8 / f32 weights expanded to fp16 one matrix at a time into a planned scratch).
 // Every CUDA and cuBLASLt failure throws ember::Error naming the call, file and line.
 #pragma once
@@ -46,8 +46,8 @@ struct CudaPlan {
     size_t wscratch_elems = 0;
     size_t logits = 0;           // [logit_rows, V] f32
     size_t k_cache = 0, v_cache = 0;  // [L, S, C] fp16 each
-    size_t ids = 0;              // [S] int
-    size_t step = 0;             // [4] int: pos0, row0, n_keys0
+    size_t step = 0;             // [4 + S] int: pos0, row0, n_keys0, T, then the ids
+    size_t ids = 0;              // = step + 4 ints: [S] ids
     size_t workspace = 0;        // cuBLASLt workspace
     size_t workspace_bytes = 0;
     size_t total = 0;
@@ -112,8 +112,7 @@ private:
     cudaGraph_t graph_ = nullptr;
     cudaGraphExec_t graph_exec_ = nullptr;
     std::unique_ptr<cuda::Gemm> gemm_;
-    int* h_ids_ = nullptr;        // pinned [S]
-    int* h_step_ = nullptr;       // pinned [4]
+    int* h_step_ = nullptr;       // pinned [4 + S]: step parameters, then ids
     float* h_logits_ = nullptr;   // pinned [logit_rows, V]
     CudaWeights w_;
     std::vector<float> sampler_probs_;

@@ -12,8 +12,12 @@ namespace {
 constexpr int kMaxWarps = 16;
 constexpr int kPerLane = kMaxHeadSize / 32;  // head dimensions a lane owns: d = lane + 32 * i
 
-__global__ void attention_kernel(const __half* q, const __half* k, const __half* v, AttentionShape s, const int* n_keys0,
-                                 __half* out) {
+// store_row (decode only, T == 1): first copy this head's slice of the new token's K and V
+// (the k and v parts of its qkv row, right after q) into cache row *store_row, so that no
+// separate kv_store launch is needed; __syncthreads makes the writes visible to the block,
+// and no other block reads this head's columns.
+__global__ void attention_kernel(const __half* q, __half* k, __half* v, AttentionShape s, const int* n_keys0,
+                                 const int* store_row, __half* out) {
     __shared__ float s_m[kMaxWarps], s_l[kMaxWarps];
     __shared__ float s_acc[kMaxWarps][kMaxHeadSize];
     const int t = blockIdx.x, h = blockIdx.y;
@@ -21,6 +25,17 @@ __global__ void attention_kernel(const __half* q, const __half* k, const __half*
     const int hs = s.head_size, C = s.n_head * hs;
     int n_keys = *n_keys0 + t;
     n_keys = n_keys < 0 ? 0 : n_keys > s.S ? s.S : n_keys;
+    if (store_row) {
+        const int row = *store_row;
+        if (row >= 0 && row < s.S) {
+            const __half* src = q + static_cast<size_t>(h) * hs;  // T == 1: row 0 of q | k | v
+            for (int d = threadIdx.x; d < hs; d += blockDim.x) {
+                k[static_cast<size_t>(row) * C + static_cast<size_t>(h) * hs + d] = src[C + d];
+                v[static_cast<size_t>(row) * C + static_cast<size_t>(h) * hs + d] = src[2 * C + d];
+            }
+        }
+        __syncthreads();
+    }
 
     const __half* qh = q + static_cast<size_t>(t) * s.ldq + static_cast<size_t>(h) * hs;
     float qr[kPerLane], acc[kPerLane];
@@ -95,10 +110,10 @@ void check_shape(const AttentionShape& s) {
              s.S, ", ldq ", s.ldq, " is not supported");
 }
 
-void launch(const __half* q, const __half* k, const __half* v, const AttentionShape& s, const int* n_keys0, __half* out,
-            int warps, cudaStream_t stream) {
+void launch(const __half* q, __half* k, __half* v, const AttentionShape& s, const int* n_keys0, const int* store_row,
+            __half* out, int warps, cudaStream_t stream) {
     check_shape(s);
-    attention_kernel<<<dim3(s.T, s.n_head), warps * 32, 0, stream>>>(q, k, v, s, n_keys0, out);
+    attention_kernel<<<dim3(s.T, s.n_head), warps * 32, 0, stream>>>(q, k, v, s, n_keys0, store_row, out);
     EMBER_CUDA_CHECK(cudaGetLastError());
 }
 
@@ -106,13 +121,15 @@ void launch(const __half* q, const __half* k, const __half* v, const AttentionSh
 
 void attention_prefill(const __half* q, const __half* k, const __half* v, const AttentionShape& s, const int* n_keys0,
                        __half* out, cudaStream_t stream) {
-    launch(q, k, v, s, n_keys0, out, 4, stream);
+    // Without store_row the kernel only reads k and v.
+    launch(q, const_cast<__half*>(k), const_cast<__half*>(v), s, n_keys0, nullptr, out, 4, stream);
 }
 
-void attention_decode(const __half* q, const __half* k, const __half* v, const AttentionShape& s, const int* n_keys0,
+void attention_decode(const __half* q, __half* k, __half* v, const AttentionShape& s, const int* n_keys0, const int* store_row,
                       __half* out, cudaStream_t stream) {
     if (s.T != 1) fail("attention_decode: T = ", s.T, ", must be 1");
-    launch(q, k, v, s, n_keys0, out, kMaxWarps, stream);
+    if (s.ldq < 3 * s.n_head * s.head_size && store_row) fail("attention_decode: storing K/V needs q inside a q | k | v row (ldq >= 3C)");
+    launch(q, k, v, s, n_keys0, store_row, out, kMaxWarps, stream);
 }
 
 void kv_store(const __half* qkv, int T, int C, int S, const int* row0, __half* k, __half* v, cudaStream_t stream) {

@@ -35,8 +35,10 @@ struct AttentionShape {
 // Prefill: T queries (four warps per (query, head)). Throws ember::Error on a bad shape or launch.
 void attention_prefill(const __half* q, const __half* k, const __half* v, const AttentionShape& s, const int* n_keys0,
                        __half* out, cudaStream_t stream);
-// Decode: one new query (T must be 1) over the ring, sixteen warps per head.
-void attention_decode(const __half* q, const __half* k, const __half* v, const AttentionShape& s, const int* n_keys0,
+// Decode: one new query (T must be 1) over the ring, sixteen warps per head. With store_row
+// (device memory) not null, q must be the new token's fused q | k | v row: its K and V are
+// first written to cache row *store_row (what kv_store does), then attended to.
+void attention_decode(const __half* q, __half* k, __half* v, const AttentionShape& s, const int* n_keys0, const int* store_row,
                       __half* out, cudaStream_t stream);
 
 // Copies the K and V parts of qkv [T, 3C] (q | k | v) into cache rows *row0 .. *row0+T-1 of

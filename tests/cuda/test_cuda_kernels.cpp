@@ -244,7 +244,7 @@ double attention_error(int T, int n_head, int hs, int S, int n_keys0, std::mt199
     s.ldq = 3 * C;
     s.scale = rs.scale;
     if (T == 1) {
-        cuda::attention_decode(as_half(d_q), as_half(d_k), as_half(d_v), s, d_n.get(), as_half(d_o), nullptr);
+        cuda::attention_decode(as_half(d_q), as_half(d_k), as_half(d_v), s, d_n.get(), nullptr, as_half(d_o), nullptr);
     } else {
         cuda::attention_prefill(as_half(d_q), as_half(d_k), as_half(d_v), s, d_n.get(), as_half(d_o), nullptr);
     }
@@ -267,6 +267,46 @@ TEST_CASE("cuda attention: prefill and decode (online softmax over the cache) vs
     CHECK(attention_error(3, 4, 32, 64, 50, rng, 4.0f) < 4e-3);  // peaked softmax
 }
 
+TEST_CASE("cuda attention_decode with store_row: writes the new K/V row into the cache, then attends to it") {
+    std::mt19937 rng(8);
+    const int H = 4, hs = 48, S = 12, C = H * hs;
+    for (const auto& [row, n_keys0] : {std::pair<int, int>{5, 6}, {0, 1}, {7, 12}}) {  // append; first token; full ring
+        CAPTURE(row);
+        const auto qkv = test::round_half(test::random_vec(3 * C, rng));
+        auto k = test::round_half(test::random_vec(static_cast<size_t>(S) * C, rng));
+        auto v = test::round_half(test::random_vec(static_cast<size_t>(S) * C, rng));
+        DeviceBuffer<uint16_t> d_q(test::to_half(qkv)), d_k(test::to_half(k)), d_v(test::to_half(v)), d_o(C);
+        DeviceBuffer<int> d_n(std::vector<int>{n_keys0}), d_row(std::vector<int>{row});
+        cuda::AttentionShape s;
+        s.T = 1;
+        s.n_head = H;
+        s.head_size = hs;
+        s.S = S;
+        s.ldq = 3 * C;
+        s.scale = 1.0f / std::sqrt(static_cast<float>(hs));
+        cuda::attention_decode(as_half(d_q), as_half(d_k), as_half(d_v), s, d_n.get(), d_row.get(), as_half(d_o), nullptr);
+        for (int i = 0; i < C; ++i) {  // the reference cache holds the new row too
+            k[static_cast<size_t>(row) * C + i] = qkv[C + i];
+            v[static_cast<size_t>(row) * C + i] = qkv[2 * C + i];
+        }
+        CHECK(test::from_half(d_k.download()) == k);
+        CHECK(test::from_half(d_v.download()) == v);
+        kernels::AttentionShape rs;
+        rs.T = 1;
+        rs.n_head = H;
+        rs.head_size = hs;
+        rs.n_keys0 = n_keys0;
+        rs.ldq = 3 * C;
+        rs.scale = s.scale;
+        std::vector<float> ref(C);
+        kernels::attention_ref(qkv.data(), k.data(), v.data(), rs, ref.data());
+        const auto o = test::from_half(d_o.download());
+        double err = 0.0;
+        for (int i = 0; i < C; ++i) err = std::isfinite(o[i]) ? std::max(err, std::fabs(static_cast<double>(o[i]) - ref[i])) : 1e30;
+        CHECK(err < 4e-3);
+    }
+}
+
 TEST_CASE("cuda attention hazard: q.k past 65504 (head_size 64, all q and k 32) gives the mean of v") {
     const int H = 1, hs = 64, S = 10, C = H * hs;
     std::mt19937 rng(7);
@@ -283,7 +323,11 @@ TEST_CASE("cuda attention hazard: q.k past 65504 (head_size 64, all q and k 32) 
     s.scale = 0.125f;
     for (const bool decode : {true, false}) {
         CAPTURE(decode);
-        (decode ? cuda::attention_decode : cuda::attention_prefill)(as_half(d_q), as_half(d_k), as_half(d_v), s, d_n.get(), as_half(d_o), nullptr);
+        if (decode) {
+            cuda::attention_decode(as_half(d_q), as_half(d_k), as_half(d_v), s, d_n.get(), nullptr, as_half(d_o), nullptr);
+        } else {
+            cuda::attention_prefill(as_half(d_q), as_half(d_k), as_half(d_v), s, d_n.get(), as_half(d_o), nullptr);
+        }
         const auto o = test::from_half(d_o.download());
         int bad = 0;
         for (int d = 0; d < hs; ++d) {
@@ -311,7 +355,11 @@ TEST_CASE("cuda attention hazard: a query with every key masked gives 0, not NaN
     for (const bool decode : {true, false}) {
         CAPTURE(decode);
         DeviceBuffer<uint16_t> d_out(std::vector<uint16_t>(C, 0x7e00));  // start from NaN
-        (decode ? cuda::attention_decode : cuda::attention_prefill)(as_half(d_q), as_half(d_k), as_half(d_v), s, d_n.get(), as_half(d_out), nullptr);
+        if (decode) {
+            cuda::attention_decode(as_half(d_q), as_half(d_k), as_half(d_v), s, d_n.get(), nullptr, as_half(d_out), nullptr);
+        } else {
+            cuda::attention_prefill(as_half(d_q), as_half(d_k), as_half(d_v), s, d_n.get(), as_half(d_out), nullptr);
+        }
         const auto o = test::from_half(d_out.download());
         int bad = 0;
         for (float x : o) bad += !(x == 0.0f);

@@ -67,8 +67,8 @@ TEST_CASE("cuda memory plan: weights as stored (int8 stays int8, no fp16 copy), 
                 {p.x, S * C * 4},        {p.xn, S * C * 2},       {p.qkv, S * 3 * C * 2},
                 {p.att, S * C * 2},      {p.hidden, S * F * 2},   {p.gemm_out, S * std::max(3 * C, F) * 4},
                 {p.wscratch, p.wscratch_elems * 2},                {p.logits, p.logit_rows * V * 4},
-                {p.k_cache, L * S * C * 2}, {p.v_cache, L * S * C * 2}, {p.ids, S * 4},
-                {p.step, 16},            {p.workspace, p.workspace_bytes}};
+                {p.k_cache, L * S * C * 2}, {p.v_cache, L * S * C * 2},
+                {p.step, 16 + S * 4},    {p.workspace, p.workspace_bytes}};
             size_t end = p.weights;
             for (const auto& [off, bytes] : regions) {
                 CHECK(off % 256 == 0);
@@ -76,6 +76,7 @@ TEST_CASE("cuda memory plan: weights as stored (int8 stays int8, no fp16 copy), 
                 end = off + bytes;
             }
             CHECK(end <= p.total);
+            CHECK(p.ids == p.step + 16);
             CHECK(p.logit_rows == (all_logits ? c.block_size : 1));
             // Scratch for one expanded matrix at most (none when the weights are already fp16).
             const size_t biggest = std::max<size_t>({3 * C * C, C * C, F * C, all_logits ? V * C : 0});
