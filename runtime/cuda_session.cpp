@@ -137,6 +137,7 @@ CudaSession::CudaSession(const Model& model, const SessionOptions& opts) : model
     const ModelConfig& c = model.config();
     if (cuda_devices() < 1) fail("no CUDA device found (use --backend cpu)");
     if (c.head_size() > cuda::kMaxHeadSize) fail("head_size ", c.head_size(), " is over the CUDA kernels' limit of ", cuda::kMaxHeadSize);
+    if (c.n_embd > cuda::kMaxLayerNormGemvCols) fail("n_embd ", c.n_embd, " is over the CUDA kernels' limit of ", cuda::kMaxLayerNormGemvCols);
     plan_ = plan_cuda_memory(model, opts.all_logits);
     const size_t S = c.block_size, V = c.vocab_size;
     try {
@@ -261,8 +262,12 @@ void CudaSession::enqueue_forward(int T, bool all_rows) {
         const CudaLayer& L = w_.layers[l];
         __half* kc = dev<__half>(plan_.k_cache) + static_cast<size_t>(l) * S * C;
         __half* vc = dev<__half>(plan_.v_cache) + static_cast<size_t>(l) * S * C;
-        cuda::layernorm(x, T, C, L.ln_1_w, L.ln_1_b, c.ln_eps, xn, stream_);
-        linear(xn, T, L.qkv, L.qkv_b, cuda::Act::None, qkv);
+        if (T == 1) {  // decode: LayerNorm fused into the product
+            cuda::layernorm_linear_gemv(x, L.ln_1_w, L.ln_1_b, c.ln_eps, L.qkv, L.qkv_b, cuda::Act::None, qkv, stream_);
+        } else {
+            cuda::layernorm(x, T, C, L.ln_1_w, L.ln_1_b, c.ln_eps, xn, stream_);
+            linear(xn, T, L.qkv, L.qkv_b, cuda::Act::None, qkv);
+        }
         if (T == 1) {  // stores the new K/V row itself
             cuda::attention_decode(qkv, kc, vc, as, step + 2, step + 1, att, stream_);
         } else {
@@ -270,8 +275,12 @@ void CudaSession::enqueue_forward(int T, bool all_rows) {
             cuda::attention_prefill(qkv, kc, vc, as, step + 2, att, stream_);
         }
         linear(att, T, L.proj, L.proj_b, true, x);
-        cuda::layernorm(x, T, C, L.ln_2_w, L.ln_2_b, c.ln_eps, xn, stream_);
-        linear(xn, T, L.fc, L.fc_b, act, hidden);
+        if (T == 1) {
+            cuda::layernorm_linear_gemv(x, L.ln_2_w, L.ln_2_b, c.ln_eps, L.fc, L.fc_b, act, hidden, stream_);
+        } else {
+            cuda::layernorm(x, T, C, L.ln_2_w, L.ln_2_b, c.ln_eps, xn, stream_);
+            linear(xn, T, L.fc, L.fc_b, act, hidden);
+        }
         linear(hidden, T, L.fc2, L.fc2_b, true, x);
     }
     float* logits = dev<float>(plan_.logits);

@@ -20,12 +20,9 @@ __device__ __forceinline__ void store(OutT* y, size_t i, float v, bool accumulat
     }
 }
 
-// One warp per output row n: lanes stride over K, then a warp sum.
-template <typename OutT>
-__global__ void gemv_kernel(const __half* x, kernels::WeightView w, const float* bias, Act act, bool accumulate, OutT* y) {
-    const int lane = threadIdx.x & 31;
-    const int n = blockIdx.x * kWarpsPerBlock + (threadIdx.x >> 5);
-    if (n >= w.rows) return;
+// This lane's share of W[n, :] . x (x fp16 [K], in global or shared memory); the caller
+// sums over the warp. Vector loads where the dtype and K allow, else element by element.
+__device__ __forceinline__ float row_dot(const __half* x, const kernels::WeightView& w, int n, int lane) {
     const int K = w.cols;
     float acc = 0.0f;
     if (w.type == kernels::WType::I8 && K % 4 == 0 && w.group_size % 4 == 0) {
@@ -51,8 +48,44 @@ __global__ void gemv_kernel(const __half* x, kernels::WeightView w, const float*
     } else {
         for (int k = lane; k < K; k += 32) acc += weight_at(w, n, k) * __half2float(x[k]);
     }
-    acc = warp_sum(acc);
+    return acc;
+}
+
+// One warp per output row n: lanes stride over K, then a warp sum.
+template <typename OutT>
+__global__ void gemv_kernel(const __half* x, kernels::WeightView w, const float* bias, Act act, bool accumulate, OutT* y) {
+    const int lane = threadIdx.x & 31;
+    const int n = blockIdx.x * kWarpsPerBlock + (threadIdx.x >> 5);
+    if (n >= w.rows) return;
+    const float acc = warp_sum(row_dot(x, w, n, lane));
     if (lane == 0) store(y, n, activate(act, acc + (bias ? bias[n] : 0.0f)), accumulate);
+}
+
+// LayerNorm fused in front of the gemv: each block normalizes x [K] (f32, the residual
+// stream) into fp16 in shared memory, as layernorm() would write it, then its warps take
+// one output row each. Saves a launch and the round trip of xn.
+__global__ void layernorm_gemv_kernel(const float* x, const float* ln_w, const float* ln_b, float eps, kernels::WeightView w,
+                                      const float* bias, Act act, __half* y) {
+    extern __shared__ __align__(16) unsigned char smem[];
+    __half* xn = reinterpret_cast<__half*>(smem);
+    __shared__ float red[32];
+    const int K = w.cols;
+    float s = 0.0f;
+    for (int i = threadIdx.x; i < K; i += blockDim.x) s += x[i];
+    const float mean = block_sum(s, red) / static_cast<float>(K);
+    float v = 0.0f;
+    for (int i = threadIdx.x; i < K; i += blockDim.x) {
+        const float d = x[i] - mean;
+        v += d * d;
+    }
+    const float rstd = rsqrtf(block_sum(v, red) / static_cast<float>(K) + eps);
+    for (int i = threadIdx.x; i < K; i += blockDim.x) xn[i] = __float2half((x[i] - mean) * rstd * ln_w[i] + (ln_b ? ln_b[i] : 0.0f));
+    __syncthreads();
+    const int lane = threadIdx.x & 31;
+    const int n = blockIdx.x * kWarpsPerBlock + (threadIdx.x >> 5);
+    if (n >= w.rows) return;
+    const float acc = warp_sum(row_dot(xn, w, n, lane));
+    if (lane == 0) y[n] = __float2half(activate(act, acc + (bias ? bias[n] : 0.0f)));
 }
 
 __global__ void dequantize_kernel(kernels::WeightView w, __half* out) {
@@ -96,6 +129,16 @@ void linear_gemv(const __half* x, const kernels::WeightView& w, const float* bia
     check_view(w, "linear_gemv");
     const int blocks = (w.rows + kWarpsPerBlock - 1) / kWarpsPerBlock;
     gemv_kernel<float><<<blocks, kWarpsPerBlock * 32, 0, stream>>>(x, w, bias, act, accumulate, y);
+    EMBER_CUDA_CHECK(cudaGetLastError());
+}
+
+void layernorm_linear_gemv(const float* x, const float* ln_w, const float* ln_b, float eps, const kernels::WeightView& w,
+                           const float* bias, Act act, __half* y, cudaStream_t stream) {
+    check_view(w, "layernorm_linear_gemv");
+    const size_t smem = static_cast<size_t>(w.cols) * sizeof(__half);
+    if (smem > kMaxLayerNormGemvCols * sizeof(__half)) fail("layernorm_linear_gemv: ", w.cols, " columns, at most ", kMaxLayerNormGemvCols);
+    const int blocks = (w.rows + kWarpsPerBlock - 1) / kWarpsPerBlock;
+    layernorm_gemv_kernel<<<blocks, kWarpsPerBlock * 32, smem, stream>>>(x, ln_w, ln_b, eps, w, bias, act, y);
     EMBER_CUDA_CHECK(cudaGetLastError());
 }
 

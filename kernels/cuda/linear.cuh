@@ -25,6 +25,13 @@ void linear_gemv(const __half* x, const kernels::WeightView& w, const float* bia
 void linear_gemv(const __half* x, const kernels::WeightView& w, const float* bias, Act act, bool accumulate, float* y,
                  cudaStream_t stream);
 
+// Decode with the LayerNorm in front fused: y = act(layernorm(x; ln_w, ln_b, eps) @ W^T + bias),
+// x [K] f32, ln_w [K], ln_b [K] or null, the normalized row rounded to fp16 as layernorm()
+// writes it. K at most kMaxLayerNormGemvCols (it lives in shared memory).
+constexpr int kMaxLayerNormGemvCols = 16384;
+void layernorm_linear_gemv(const float* x, const float* ln_w, const float* ln_b, float eps, const kernels::WeightView& w,
+                           const float* bias, Act act, __half* y, cudaStream_t stream);
+
 // out [rows, cols] fp16 = W dequantized (any dtype; f16 is copied). Throws ember::Error.
 void dequantize_f16(const kernels::WeightView& w, __half* out, cudaStream_t stream);
 

@@ -157,6 +157,39 @@ TEST_CASE("cuda linear_gemv: f32, f16, int8 weights, bias, activations, fp16 and
     }
 }
 
+TEST_CASE("cuda layernorm_linear_gemv (decode: LayerNorm fused in front) vs layernorm_ref, fp16 rounding, linear_ref") {
+    std::mt19937 rng(9);
+    for (const WType type : {WType::F32, WType::F16, WType::I8}) {
+        for (const int K : {96, 50, 384}) {
+            for (const bool ln_bias : {true, false}) {
+                CAPTURE(test::wtype_name(type));
+                CAPTURE(K);
+                CAPTURE(ln_bias);
+                const int N = 70;
+                test::TestWeight w(test::random_vec(static_cast<size_t>(N) * K, rng, 0.2f), N, K, type, 32);
+                auto x = test::random_vec(K, rng, 2.0f);
+                for (auto& e : x) e += 5.0f;  // a mean far from 0
+                const auto ln_w = test::random_vec(K, rng), ln_b = test::random_vec(K, rng), bias = test::random_vec(N, rng);
+                std::vector<float> xn(K);
+                kernels::layernorm_ref(x.data(), 1, K, ln_w.data(), ln_bias ? ln_b.data() : nullptr, 1e-5f, xn.data());
+                xn = test::round_half(xn);  // what the kernel holds in shared memory
+                const auto scale = abs_scale(xn, 1, w.host);
+                const auto ref = linear_act_ref(xn, 1, w.host, bias.data(), cuda::Act::GeluTanh);
+                DeviceBuffer<float> d_x(x), d_lw(ln_w), d_lb(ln_b), d_b(bias);
+                DeviceBuffer<uint16_t> d_y(N);
+                cuda::layernorm_linear_gemv(d_x.get(), d_lw.get(), ln_bias ? d_lb.get() : nullptr, 1e-5f, w.device, d_b.get(),
+                                            cuda::Act::GeluTanh, as_half(d_y), nullptr);
+                const auto y = test::from_half(d_y.download());
+                // fp16 output rounding, plus one fp16 rounding step of a normalized value
+                // landing the other way (f32 statistics summed in another order): 2^-11 of scale.
+                int bad = 0;
+                for (int n = 0; n < N; ++n) bad += !(std::fabs(y[n] - ref[n]) <= 1e-3 * (1.0 + std::fabs(ref[n])) + 5e-4 * scale[n]);
+                CHECK(bad == 0);
+            }
+        }
+    }
+}
+
 TEST_CASE("cuda dequantize_f16: int8 groups and f32 expand to the fp16 of dequantize_row") {
     std::mt19937 rng(4);
     const int N = 33, K = 72;
