@@ -17,7 +17,7 @@ cmake -S . -B build-device -DCMAKE_BUILD_TYPE=Release -DEMBER_NATIVE=OFF -DEMBER
 echo "building ember and ember_cuda_tests (a few minutes on 2 cores)"
 cmake --build build-device -j 2 --target ember ember_cuda_tests >> build-device.log 2>&1 || { tail -50 build-device.log; exit 1; }
 rm -rf .device-carry
-mkdir -p .device-carry/bin .device-carry/lib .device-carry/shared/data
+mkdir -p .device-carry/bin .device-carry/lib .device-carry/lib-std .device-carry/shared/data
 cp build-device/cli/ember build-device/tests/ember_cuda_tests .device-carry/bin/
 strip .device-carry/bin/* 2>/dev/null || true
 # Shared libraries: everything ldd resolves except glibc's own, the dynamic loader and CUDA's
@@ -27,6 +27,7 @@ for bin in .device-carry/bin/*; do
 done | sort -u | while read -r lib; do
   case "$(basename "$lib")" in
     libc.so*|libm.so*|libpthread.so*|libdl.so*|librt.so*|ld-linux*|libcublas*|libcudart*) ;;
+    libstdc++.so*|libgcc_s.so*) cp -L "$lib" .device-carry/lib-std/ ;;  # used there only if its own are older
     *) cp -L "$lib" .device-carry/lib/ ;;
   esac
 done
@@ -35,6 +36,6 @@ data=../shared/data/tinyshakespeare.txt
 if [[ -f $data ]]; then cp "$data" .device-carry/shared/data/; else echo "warning: $data not found: the eval test will fail there"; fi
 git log -1 --format='built from %H (%s)' > .device-carry/BUILD_INFO
 git status --short | grep -v '^??' | sed 's/^/uncommitted: /' >> .device-carry/BUILD_INFO || true
-ls -l .device-carry/bin .device-carry/lib
+ls -l .device-carry/bin .device-carry/lib .device-carry/lib-std
 du -sh .device-carry
 echo "ready: run tests/device/run.sh on the GPU machine with carry [\".device-carry\"] (tests/device/README.md)"

@@ -40,21 +40,28 @@ if [[ ! -x $bin/ember || ! -x $bin/ember_cuda_tests ]]; then
   echo "FAIL: $bin/ember or ember_cuda_tests missing: run tests/device/prepare.sh on the development machine and carry .device-carry"
   exit 2
 fi
-# cuBLASLt 13: the system's, CUDA's own folders, or the pip wheel beside torch.
+# cuBLASLt 13: the system's, CUDA's own folders, the pip wheel beside torch, or wherever it is.
 cublas_dir=""
 for d in $(ldconfig -p 2>/dev/null | awk '/libcublasLt\.so\.13/ {print $NF}' | xargs -r -n1 dirname) \
          /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib /usr/local/cuda-13*/lib64 \
-         $(python3 -c 'import nvidia, os; print(" ".join(os.path.join(p, s) for p in nvidia.__path__ for s in ("cu13/lib", "cublas/lib")))' 2>/dev/null); do
+         $(python3 -c 'import nvidia, os; print(" ".join(os.path.join(p, s) for p in nvidia.__path__ for s in ("cu13/lib", "cublas/lib")))' 2>/dev/null) \
+         $(find /usr/local /opt /usr/lib -name 'libcublasLt.so.13*' 2>/dev/null | head -1 | xargs -r dirname); do
   if compgen -G "$d/libcublasLt.so.13*" > /dev/null; then cublas_dir=$d; break; fi
 done
 echo "cuBLASLt: ${cublas_dir:-NOT FOUND}"
-export LD_LIBRARY_PATH="$root/.device-carry/lib${cublas_dir:+:$cublas_dir}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-ldd "$bin/ember_cuda_tests" | grep -E "not found|cublas|libstdc|libc\.so" || true
+# Only ember's binaries get the carried libraries (python and torch keep their own).
+libpath="$root/.device-carry/lib${cublas_dir:+:$cublas_dir}"
+if ! LD_LIBRARY_PATH="$libpath" "$bin/ember" --version > /dev/null 2>&1; then
+  echo "ember does not start with the system's libstdc++: adding the carried one"
+  libpath="$libpath:$root/.device-carry/lib-std"
+fi
+LD_LIBRARY_PATH="$libpath" ldd "$bin/ember_cuda_tests" | grep -E "not found|cublas|libstdc|libc\.so" || true
+LD_LIBRARY_PATH="$libpath" "$bin/ember" --version || { echo "FAIL: ember does not start here"; status=1; }
 export EMBER_SOURCE_DIR=$root EMBER_SHARED_DIR=$root/.device-carry/shared
-ember=$bin/ember
+ember() { LD_LIBRARY_PATH="$libpath" "$bin/ember" "$@"; }
 
 step "CUDA tests (ember_cuda_tests)"
-timeout 240 "$bin/ember_cuda_tests" --duration=true 2>&1 | tee "$out/cuda_tests.log"
+LD_LIBRARY_PATH="$libpath" timeout 240 "$bin/ember_cuda_tests" --duration=true 2>&1 | tee "$out/cuda_tests.log"
 rc=${PIPESTATUS[0]}
 echo "ember_cuda_tests exit status: $rc (0 passed, 77 skipped: no device, other: failed)"
 (( rc != 0 )) && status=1
@@ -65,15 +72,15 @@ jsonl=$out/bench.jsonl
 # bench_one NAME DTYPE FILE BACKEND [more ember bench args]: the human form into the log, the JSON line into bench.jsonl.
 bench_one() {
   local name=$1 dtype=$2 file=$3 backend=$4; shift 4
-  timeout 120 "$ember" bench -m "$file" --backend "$backend" "$@" || { echo "FAIL: ember bench $name $dtype $backend"; status=1; return; }
-  timeout 120 "$ember" bench -m "$file" --backend "$backend" --json "$@" | sed "s/^{/{\"model\":\"$name\",\"dtype\":\"$dtype\",/" >> "$jsonl"
+  LD_LIBRARY_PATH="$libpath" timeout 120 "$bin/ember" bench -m "$file" --backend "$backend" "$@" || { echo "FAIL: ember bench $name $dtype $backend"; status=1; return; }
+  LD_LIBRARY_PATH="$libpath" timeout 120 "$bin/ember" bench -m "$file" --backend "$backend" --json "$@" | sed "s/^{/{\"model\":\"$name\",\"dtype\":\"$dtype\",/" >> "$jsonl"
 }
 
 step "bench: the lecture's full configuration (n_layer 6, n_head 6, n_embd 384, block_size 256, vocab 65)"
 if in_budget "lecture bench"; then
   timeout 120 python3 tools/make_bench_model.py -o "$work/gptpy_full.pt" --text models/shakespeare_char.vocab.txt
   for dt in int8 f16; do
-    "$ember" convert "$work/gptpy_full.pt" --vocab-text models/shakespeare_char.vocab.txt --dtype $dt -o "$work/full.$dt.ember" > /dev/null &&
+    ember convert "$work/gptpy_full.pt" --vocab-text models/shakespeare_char.vocab.txt --dtype $dt -o "$work/full.$dt.ember" > /dev/null &&
       bench_one lecture $dt "$work/full.$dt.ember" cuda --runs 5
   done
   bench_one lecture int8 "$work/full.int8.ember" cpu --runs 3
@@ -84,7 +91,7 @@ fi
 step "bench: GPT-2 124M-sized nanoGPT (n_layer 12, n_head 12, n_embd 768, block_size 1024, vocab 50257)"
 if in_budget "GPT-2 bench"; then
   timeout 120 python3 tools/make_bench_nanogpt.py -o "$work/gpt2.pt" --vocab "$work/gpt2.vocab.txt"
-  "$ember" convert "$work/gpt2.pt" --vocab-text "$work/gpt2.vocab.txt" --dtype int8 -o "$work/gpt2.int8.ember" > /dev/null &&
+  ember convert "$work/gpt2.pt" --vocab-text "$work/gpt2.vocab.txt" --dtype int8 -o "$work/gpt2.int8.ember" > /dev/null &&
     bench_one gpt2-124m int8 "$work/gpt2.int8.ember" cuda --runs 3
   if in_budget "GPT-2 PyTorch peer"; then
     timeout 150 python3 bench/peer_torch_cuda.py "$work/gpt2.pt" --arch nanogpt | sed 's/^{/{"model":"gpt2-124m",/' | tee -a "$jsonl"
