@@ -67,6 +67,21 @@ echo "ember_cuda_tests exit status: $rc (0 passed, 77 skipped: no device, other:
 (( rc != 0 )) && status=1
 
 work=$(mktemp -d /tmp/ember-device.XXXXXX)
+
+step "the command line: the default model (int8) with --backend cuda against --backend cpu"
+if ember convert models/shakespeare_char.pt --vocab-text models/shakespeare_char.vocab.txt -o "$work/default.ember" > /dev/null; then
+  for b in cpu cuda; do
+    LD_LIBRARY_PATH="$libpath" timeout 60 "$bin/ember" generate -m "$work/default.ember" --backend $b -n 200 --temperature 0 > "$work/gen.$b.txt"
+    echo "generate --backend $b: exit $?"
+  done
+  head -c 300 "$work/gen.cuda.txt"; echo
+  if cmp -s "$work/gen.cpu.txt" "$work/gen.cuda.txt"; then echo "greedy text, 200 tokens: CUDA identical to CPU"; else echo "greedy text, 200 tokens: CUDA DIFFERS from CPU"; status=1; fi
+  LD_LIBRARY_PATH="$libpath" ember generate -m "$work/default.ember" --backend cuda -n 100 --temperature 0.8 --top-k 20 --seed 7 | head -c 200; echo
+  for b in cpu cuda; do
+    echo "eval --backend $b: $(LD_LIBRARY_PATH="$libpath" timeout 90 "$bin/ember" eval -m "$work/default.ember" --text .device-carry/shared/data/tinyshakespeare.txt --backend $b 2>&1)"
+  done
+fi
+
 jsonl=$out/bench.jsonl
 : > "$jsonl"
 # bench_one NAME DTYPE FILE BACKEND [more ember bench args]: the human form into the log, the JSON line into bench.jsonl.
