@@ -27,9 +27,24 @@ public:
     void run(const __half* x, int T, const __half* w, int N, int K, float* y, cudaStream_t stream);
 
 private:
+    // The descriptors and chosen algorithm of one shape, kept so that a repeated prefill (the
+    // `exact` policy recomputes a block_size window every token past it) neither asks the
+    // heuristic again nor allocates descriptors again.
+    struct Plan {
+        int T = 0, N = 0, K = 0;
+        cublasLtMatmulDesc_t op = nullptr;
+        cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
+        cublasLtMatmulAlgo_t algo = {};
+    };
+    static constexpr int kPlans = 16;  // a model has 4 (N, K) shapes per T
+    static void destroy(Plan& p) noexcept;
+    void make_plan(int T, int N, int K, Plan& p);
+
     cublasLtHandle_t handle_ = nullptr;
     void* workspace_ = nullptr;
     size_t workspace_bytes_ = 0;
+    Plan plans_[kPlans];
+    int next_ = 0;  // the slot replaced next when all are taken
 };
 
 }  // namespace ember::cuda
