@@ -249,6 +249,28 @@ TEST_CASE("cuda gemm (cuBLASLt) + epilogue: [T, K] x [N, K]^T with bias, activat
     }
 }
 
+TEST_CASE("cuda gemm: kept plans are reused and replaced (20 shapes, each twice, fresh data each time)") {
+    std::mt19937 rng(10);
+    DeviceBuffer<uint8_t> workspace(1u << 20);
+    cuda::Gemm gemm(workspace.get(), 1u << 20);
+    int bad = 0;
+    for (int round = 0; round < 2; ++round) {
+        for (int i = 0; i < 20; ++i) {
+            const int T = 2 + i, N = 8 + 3 * i, K = 16 + 8 * (i % 3);
+            test::TestWeight w(test::random_vec(static_cast<size_t>(N) * K, rng, 0.1f), N, K, WType::F16);
+            const auto x = test::round_half(test::random_vec(static_cast<size_t>(T) * K, rng));
+            DeviceBuffer<uint16_t> d_x(test::to_half(x));
+            DeviceBuffer<float> d_y(static_cast<size_t>(T) * N);
+            gemm.run(as_half(d_x), T, static_cast<const __half*>(w.device.data), N, K, d_y.get(), nullptr);
+            const auto y = d_y.download();
+            const auto ref = linear_act_ref(x, T, w.host, nullptr, cuda::Act::None);
+            const auto scale = abs_scale(x, T, w.host);
+            for (size_t j = 0; j < y.size(); ++j) bad += !(std::fabs(y[j] - ref[j]) <= 1e-4 * (1.0 + scale[j]));
+        }
+    }
+    CHECK(bad == 0);
+}
+
 namespace {
 
 // Runs the CUDA attention (prefill for T > 1, decode for T == 1) and attention_ref on the
