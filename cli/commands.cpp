@@ -186,6 +186,7 @@ int cmd_bench(const BenchArgs& a) {
             j["device"] = dev.name;
             j["peak_bytes_per_s"] = dev.peak_bytes_per_s;
             j["decode_bandwidth_share"] = share;
+            j["describe"] = session->describe();
         }
         std::printf("%s\n", j.dump().c_str());
     } else {
@@ -197,6 +198,7 @@ int cmd_bench(const BenchArgs& a) {
         } else {
             std::printf("backend: cpu\nthreads: %d\n", threads);
         }
+        if (!session->describe().empty()) std::printf("%s\n", session->describe().c_str());
         std::printf("prefill: %.0f tokens/s (window of %d, median of %d)\n", p, c.block_size, a.runs);
         std::printf("decode:  %.0f tokens/s (%d tokens within block_size, median of %d)\n", d, steps, a.runs);
         if (gpu) {

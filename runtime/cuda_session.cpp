@@ -197,19 +197,36 @@ void CudaSession::capture_decode_graph() {
     // One eager decode step first: it loads every kernel (CUDA's lazy module loading must not
     // happen inside a capture) and checks the launches. It writes cache row 0, which every
     // sequence writes again before reading it.
+    // A failing eager step throws (the kernels themselves are broken); a failing capture
+    // leaves decode on eager launches, recorded in graph_error_.
     const int token = 0;
     forward(&token, 1, 0, 0, 1, false);
-    EMBER_CUDA_CHECK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
     try {
-        enqueue_forward(1, false);
-    } catch (...) {
-        cudaGraph_t broken = nullptr;
-        (void)cudaStreamEndCapture(stream_, &broken);
-        if (broken) (void)cudaGraphDestroy(broken);
-        throw;
+        EMBER_CUDA_CHECK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
+        try {
+            enqueue_forward(1, false);
+        } catch (...) {
+            cudaGraph_t broken = nullptr;
+            (void)cudaStreamEndCapture(stream_, &broken);
+            if (broken) (void)cudaGraphDestroy(broken);
+            throw;
+        }
+        EMBER_CUDA_CHECK(cudaStreamEndCapture(stream_, &graph_));
+        EMBER_CUDA_CHECK(cudaGraphInstantiateWithFlags(&graph_exec_, graph_, 0));  // CUDA 11.4+
+    } catch (const Error& e) {
+        graph_error_ = e.what();
+        if (graph_exec_) (void)cudaGraphExecDestroy(graph_exec_);
+        if (graph_) (void)cudaGraphDestroy(graph_);
+        graph_exec_ = nullptr;
+        graph_ = nullptr;
+        (void)cudaGetLastError();  // a capture error is not sticky; clear it
+        forward(&token, 1, 0, 0, 1, false);  // the stream still works (else this throws)
     }
-    EMBER_CUDA_CHECK(cudaStreamEndCapture(stream_, &graph_));
-    EMBER_CUDA_CHECK(cudaGraphInstantiateWithFlags(&graph_exec_, graph_, 0));  // CUDA 11.4+
+}
+
+std::string CudaSession::describe() const {
+    return graph_exec_ ? "decode: one CUDA graph replay per token"
+                       : "decode: CUDA graph NOT captured (" + graph_error_ + "); eager launches";
 }
 
 const __half* CudaSession::f16_weights(const kernels::WeightView& w) {

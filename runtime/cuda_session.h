@@ -19,6 +19,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "kernels/cuda/activation.h"
@@ -86,8 +87,13 @@ public:
     float* sampler_probs() const override { return const_cast<float*>(sampler_probs_.data()); }
     int* sampler_ids() const override { return const_cast<int*>(sampler_ids_.data()); }
 
+    std::string describe() const override;
+
     const CudaPlan& plan() const { return plan_; }
+    // Whether decode replays a CUDA graph. If capturing it failed, decode launches its kernels
+    // one by one instead (same results, slower) and graph_error() says why.
     bool graph_captured() const { return graph_exec_ != nullptr; }
+    const std::string& graph_error() const { return graph_error_; }
 
 private:
     void release() noexcept;
@@ -118,6 +124,7 @@ private:
     std::vector<float> sampler_probs_;
     std::vector<int> sampler_ids_;
     std::vector<int> history_, window_;  // [S] each
+    std::string graph_error_;
     int64_t n_seen_ = 0;
     int n_cached_ = 0;
     int last_logits_row_ = 0;

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 namespace ember {
 
@@ -24,6 +25,9 @@ public:
     // Host scratch for a Sampler: [V] floats and [V] ints.
     virtual float* sampler_probs() const = 0;
     virtual int* sampler_ids() const = 0;
+    // One line on how this backend runs (e.g. whether CUDA captured its decode graph); empty
+    // when there is nothing to say.
+    virtual std::string describe() const { return {}; }
 };
 
 }  // namespace ember

@@ -150,7 +150,7 @@ TEST_CASE("cuda context policies exact, shift, ring past block_size track the CP
         CAPTURE(context_policy_name(policy));
         Session cpu(m, options(policy));
         CudaSession gpu(m, options(policy));
-        CHECK(gpu.graph_captured());
+        CHECK_MESSAGE(gpu.graph_captured(), gpu.graph_error());
         SamplerOptions g;
         g.temperature = 0.0f;
         Sampler sampler(g, V, cpu.sampler_probs(), cpu.sampler_ids());
