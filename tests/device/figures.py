@@ -44,6 +44,8 @@ def main():
             if r.get('backend') == 'cuda' and r.get('dtype') == 'int8' and model in TARGETS:
                 goal = TARGETS[model]
                 target = f"{'met' if r['decode_tok_s'] >= goal else 'NOT met'} (>= {goal:,})"
+            if 'NOT captured' in r.get('describe', ''):
+                target += ' (decode graph not captured: eager launches)'
         print(f"| {model} | {engine} | {weights} | {r.get('decode_tok_s', 0):,.0f} | {r.get('prefill_tok_s', 0):,.0f} | {share} | {target} |")
     print('\nDecode: block_size - 1 greedy tokens from one token; ember samples on the host from logits copied back each step.')
     print('Prefill: one block_size window (ember CUDA: reset + append, last-row logits).')
