@@ -52,6 +52,7 @@ int main(int argc, char** argv) {
                                "UINT"));
     g->add_option("--context", gen.context, "exact | shift | ring")->capture_default_str();
     g->add_option("--threads", gen.threads, "0 = all cores")->capture_default_str()->check(CLI::Range(0, kMaxThreads));
+    g->add_option("--backend", gen.backend, "cpu | cuda | auto (CUDA when a GPU is present)")->capture_default_str();
 
     cli::EvalArgs ev;
     auto* e = app.add_subcommand("eval", "mean cross-entropy (nats/token) on a text");
@@ -59,6 +60,7 @@ int main(int argc, char** argv) {
     e->add_option("--text", ev.text, "UTF-8 text file")->required();
     e->add_option("--split", ev.split, "val (last 10% of tokens) | all")->capture_default_str()->check(CLI::IsMember({"val", "all"}));
     e->add_option("--threads", ev.threads, "0 = all cores")->capture_default_str()->check(CLI::Range(0, kMaxThreads));
+    e->add_option("--backend", ev.backend, "cpu | cuda | auto (CUDA when a GPU is present)")->capture_default_str();
 
     cli::BenchArgs be;
     auto* b = app.add_subcommand("bench", "prefill and decode tokens/s");
@@ -66,6 +68,7 @@ int main(int argc, char** argv) {
     b->add_option("--threads", be.threads, "0 = all cores")->capture_default_str()->check(CLI::Range(0, kMaxThreads));
     b->add_option("--runs", be.runs, "runs per figure (median)")->capture_default_str()->check(CLI::Range(1, 1000));
     b->add_flag("--json", be.json, "print one JSON line");
+    b->add_option("--backend", be.backend, "cpu | cuda | auto (CUDA when a GPU is present)")->capture_default_str();
 
     cli::FlashArgs fl;
     auto* f = app.add_subcommand("flash", "send a model to ember-console over a serial line");

@@ -17,6 +17,7 @@
 
 #include "kernels/cpu/linear.h"
 #include "kernels/cpu/thread_pool.h"
+#include "runtime/generator.h"
 #include "runtime/model.h"
 
 namespace ember {
@@ -50,7 +51,7 @@ struct MemoryPlan {
 // Plans the arena for `model` with `threads` threads. Pure arithmetic on the configuration.
 MemoryPlan plan_memory(const Model& model, int threads, bool all_logits);
 
-class Session {
+class Session : public Generator {  // the CPU backend (generator.h)
 public:
     // Plans and allocates the arena, starts the thread pool. Throws ember::Error.
     Session(const Model& model, const SessionOptions& opts);
