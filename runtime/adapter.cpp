@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -94,6 +95,12 @@ void LoraAdapter::init(uint64_t seed) {
 }
 
 void LoraAdapter::save(const std::string& path) const {
+    auto all_finite = [](const std::vector<float>& v) {
+        return std::all_of(v.begin(), v.end(), [](float f) { return std::isfinite(f); });
+    };
+    if (!all_finite(params_) || !all_finite(adam_m) || !all_finite(adam_v)) {
+        fail(printable(path, 200), ": the adapter holds non-finite values; not written");
+    }
     flatbuffers::FlatBufferBuilder b(params_.size() * 4 * 3 + 4096);
     b.ForceDefaults(true);
     flatbuffers::Offset<fba::TrainState> ts;

@@ -16,6 +16,8 @@ Each base is the fixture's weights exactly as the .ember file of that dtype hold
 f16 = every 2-D weight rounded with .half(); int8 = every 2-D weight quantized as
 converter/quantize.cpp does (groups of 64 along a row, scale = absmax / 127,
 q = round-half-even(w / scale)) and dequantized q * scale. Biases and LayerNorms stay f32.
+On the int8 base the frozen linears also see their input quantized to int8 as ember's kernel
+does (fake_quant_rows, straight-through gradient); the LoRA branch sees it unquantized.
 The forward is written out functionally on the canonical layout (fused qkv, q | k | v, heads
 in order) and checked against the source module's logits (f32, LoRA B = 0) before use.
 AdamW steps: torch.nn.utils.clip_grad_norm_ then torch.optim.AdamW, on the same batch.
@@ -95,15 +97,32 @@ def as_dtype(W, dtype):
     return out
 
 
-def forward(W, cfg, lora, idx, scale):
-    """logits [B, T, V] of the canonical model with LoRA (lora[(layer, target)] = (A, B))."""
+def fake_quant_rows(x, group):
+    """The int8 kernel's activation quantization (kernels/cpu/linear.cpp): each row in groups of
+    `group`, scale = absmax / 127, q = round-half-even(x * (127 / absmax)), value q * scale.
+    Straight-through in the backward (the rounding counts as identity), as ember trains."""
+    parts = []
+    for g0 in range(0, x.shape[-1], group):
+        blk = x[..., g0:g0 + group]
+        amax = blk.detach().abs().amax(dim=-1, keepdim=True)
+        inv = torch.where(amax > 0, 127.0 / amax, torch.zeros_like(amax))
+        q = torch.round(blk.detach() * inv) * (amax / 127.0)
+        parts.append(blk + (q - blk).detach())
+    return torch.cat(parts, dim=-1)
+
+
+def forward(W, cfg, lora, idx, scale, quant_act=False):
+    """logits [B, T, V] of the canonical model with LoRA (lora[(layer, target)] = (A, B)).
+    quant_act: the int8 base's linears see their input quantized (fake_quant_rows); LoRA does not."""
     B, T = idx.shape
     C, H = cfg['n_embd'], cfg['n_head']
     hs = C // H
     act = F.relu if cfg['act'] == 'relu' else F.gelu
 
     def lin(x, name, layer=None, target=None):
-        y = F.linear(x, W[name + '.weight'], W.get(name + '.bias'))
+        w = W[name + '.weight']
+        xin = fake_quant_rows(x, min(GROUP, w.shape[1])) if quant_act else x
+        y = F.linear(xin, w, W.get(name + '.bias'))
         if layer is not None:
             A, Bm = lora[(layer, target)]
             y = y + scale * F.linear(F.linear(x, A), Bm)
@@ -127,8 +146,7 @@ def forward(W, cfg, lora, idx, scale):
         x = x + lin(y, f'h.{i}.proj', i, 'proj')
         h = ln(x, f'h.{i}.ln_2')
         x = x + lin(act(lin(h, f'h.{i}.fc', i, 'fc')), f'h.{i}.fc2', i, 'fc2')
-    x = ln(x, 'ln_f')
-    return F.linear(x, W['lm_head.weight'], W.get('lm_head.bias'))
+    return lin(ln(x, 'ln_f'), 'lm_head')
 
 
 def make_lora(cfg, rank, gen):
@@ -172,7 +190,7 @@ def case(arch, model, W, cfg, seq, batch, seed):
         Wd = as_dtype(W, dtype)
         for p in flat:
             p.grad = None
-        logits = forward(Wd, cfg, lora, x, scale)
+        logits = forward(Wd, cfg, lora, x, scale, quant_act=(dtype == 'int8'))
         loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
         loss.backward()
         out['bases'][dtype] = {'loss': loss.item(), 'grads': flat_values([p.grad for p in flat])}
