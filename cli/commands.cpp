@@ -84,6 +84,8 @@ int cmd_generate(const GenerateArgs& a) {
     SessionOptions so;
     so.threads = a.threads;
     so.policy = policy;
+    const auto adapter = a.adapter.empty() ? nullptr : LoraAdapter::load(a.adapter, *model);
+    so.adapter = adapter.get();
     Session session(*model, so);
     Sampler sampler(a.sampler, model->config().vocab_size, session.sampler_probs(), session.sampler_ids());
     if (!a.prompt.empty()) {
@@ -114,6 +116,8 @@ int cmd_eval(const EvalArgs& a) {
     SessionOptions so;
     so.threads = a.threads;
     so.all_logits = true;
+    const auto adapter = a.adapter.empty() ? nullptr : LoraAdapter::load(a.adapter, *model);
+    so.adapter = adapter.get();
     Session session(*model, so);
     const ModelConfig& c = model->config();
     const EvalResult r = evaluate(session, ids.data() + start, static_cast<int64_t>(ids.size()) - start, c.block_size, c.vocab_size);

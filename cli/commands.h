@@ -21,6 +21,7 @@ struct GenerateArgs {
     SamplerOptions sampler;
     std::string context = "exact";
     int threads = 0;
+    std::string adapter;  // LoRA adapter file (unmerged), or ""
 };
 int cmd_generate(const GenerateArgs& a);
 
@@ -29,6 +30,7 @@ struct EvalArgs {
     std::string text;
     std::string split = "val";
     int threads = 0;
+    std::string adapter;  // LoRA adapter file (unmerged), or ""
 };
 int cmd_eval(const EvalArgs& a);
 

@@ -387,19 +387,20 @@ double FinetuneRun::validation_loss() {
 
 int64_t FinetuneRun::run(const std::string& out_path, const std::function<void(const FinetuneProgress&)>& on_step,
                          const std::atomic<bool>* stop) {
-    const auto t0 = std::chrono::steady_clock::now();
+    double train_secs = 0.0;  // steps only: evaluation and saving are not training time
     int64_t done = 0;
     bool saved_last = true;
     while (static_cast<int64_t>(adapter_.train.step) < opts_.steps && !(stop && stop->load())) {
         FinetuneProgress p;
+        const auto t0 = std::chrono::steady_clock::now();
         sampler_->fill(adapter_.train.step, x_.data(), y_.data());
         p.result = trainer_->step(x_.data(), y_.data());
+        train_secs += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         ++adapter_.train.step;
         ++done;
         p.step = static_cast<int64_t>(adapter_.train.step);
         p.steps = opts_.steps;
-        const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-        p.tokens_per_s = static_cast<double>(done) * opts_.batch * opts_.seq / std::max(secs, 1e-9);
+        p.tokens_per_s = static_cast<double>(done) * opts_.batch * opts_.seq / std::max(train_secs, 1e-9);
         if (p.step % opts_.eval_every == 0 || p.step == opts_.steps) {
             p.val_loss = validation_loss();
             adapter_.save(out_path);

@@ -160,7 +160,7 @@ struct FinetuneProgress {
     int64_t steps = 0;         // the target
     StepResult result;
     double val_loss = -1.0;    // held-out loss when evaluated at this step, else < 0
-    double tokens_per_s = 0.0; // training tokens (B * T per step) per second since the run began
+    double tokens_per_s = 0.0; // training tokens (B * T per step) per second of step time in this run
     bool saved = false;        // the adapter file was written after this step
 };
 

@@ -9,6 +9,7 @@
 #include <fstream>
 
 #include "converter/convert.h"
+#include "converter/merge.h"
 #include "runtime/adapter.h"
 #include "runtime/error.h"
 #include "runtime/eval.h"
@@ -330,4 +331,49 @@ TEST_CASE("training text: unknown characters are named, or skipped and counted")
     const auto ids = encode_training_text(tok, "ab \xc3\xa7" "a\xc3\xa7", "t.txt", true, &skipped);
     CHECK(skipped == 2);
     CHECK(ids == std::vector<int>{1, 2, 0, 1});
+}
+
+TEST_CASE("a merged model's eval loss equals the unmerged adapter's within the requantization error") {
+    const auto fx = test::load_json(fixture("lora/gptpy.json"));
+    const CharTokenizer tok = [] {
+        auto b = convert_base("gptpy", convert::WeightDType::F32);
+        return CharTokenizer(b->model->code_points());
+    }();
+    const std::vector<int> ids = tok.encode(read_text_file(fixture("gptpy/eval.txt")), "eval.txt");
+    struct Case {
+        convert::WeightDType dt;
+        double tol;
+    };
+    // f32: only the order of the additions differs. f16 and int8: W + sBA rounds to the grid.
+    for (const Case& k : {Case{convert::WeightDType::F32, 1e-5}, Case{convert::WeightDType::F16, 5e-4},
+                          Case{convert::WeightDType::Int8, 5e-3}}) {
+        auto base = convert_base("gptpy", k.dt);
+        auto adapter = fixture_adapter(*base->model, fx);
+        for (int l = 0; l < adapter->n_layer(); ++l) {  // a stronger adapter than the fixture's
+            for (int t = 0; t < kLoraTargets; ++t) {
+                const auto tt = static_cast<LoraTarget>(t);
+                float* b = adapter->params() + adapter->offset_b(l, tt);
+                for (int i = 0; i < adapter->rank() * adapter->out_features(tt); ++i) b[i] *= 10.0f;
+            }
+        }
+        SessionOptions so;
+        so.threads = 2;
+        so.all_logits = true;
+        auto loss_of = [&](const Model& m, const LoraAdapter* a) {
+            SessionOptions o = so;
+            o.adapter = a;
+            Session s(m, o);
+            return evaluate(s, ids.data(), static_cast<int64_t>(ids.size()), m.config().block_size, m.config().vocab_size).loss;
+        };
+        const double base_loss = loss_of(*base->model, nullptr);
+        const double unmerged = loss_of(*base->model, adapter.get());
+        const std::string out = base->dir.file("merged.ember");
+        convert::merge_adapter(*base->model, *adapter, "a.emba", out);
+        auto merged = Model::open(out);
+        CHECK(merged->tensors()[0].dtype == base->model->tensors()[0].dtype);
+        const double merged_loss = loss_of(*merged, nullptr);
+        MESSAGE("dtype ", static_cast<int>(k.dt), ": base ", base_loss, ", adapter ", unmerged, ", merged ", merged_loss);
+        CHECK(std::fabs(merged_loss - unmerged) < k.tol);
+        CHECK(std::fabs(unmerged - base_loss) > 10 * k.tol);  // the adapter changes the model more than that
+    }
 }
