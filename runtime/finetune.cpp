@@ -389,6 +389,7 @@ int64_t FinetuneRun::run(const std::string& out_path, const std::function<void(c
                          const std::atomic<bool>* stop) {
     double train_secs = 0.0;  // steps only: evaluation and saving are not training time
     int64_t done = 0;
+    adapter_.save(out_path);  // an unwritable path fails now, before any work
     bool saved_last = true;
     while (static_cast<int64_t>(adapter_.train.step) < opts_.steps && !(stop && stop->load())) {
         FinetuneProgress p;
@@ -409,7 +410,7 @@ int64_t FinetuneRun::run(const std::string& out_path, const std::function<void(c
         saved_last = p.saved;
         if (on_step) on_step(p);
     }
-    if (!saved_last || done == 0) adapter_.save(out_path);
+    if (!saved_last) adapter_.save(out_path);
     return done;
 }
 

@@ -177,8 +177,8 @@ public:
     double validation_loss();
 
     // Steps until opts.steps or until *stop becomes true (checked between steps); calls
-    // on_step after each; writes the adapter to out_path every eval_every steps and at the
-    // end (after a stop too). Returns the steps done in this call.
+    // on_step after each; writes the adapter to out_path first (a bad path fails before any
+    // work), every eval_every steps, and at the end (after a stop too). Returns the steps done.
     int64_t run(const std::string& out_path, const std::function<void(const FinetuneProgress&)>& on_step,
                 const std::atomic<bool>* stop);
 

@@ -78,13 +78,13 @@ TEST_CASE("ember finetune: train, resume, generate and eval with the adapter, me
     REQUIRE(adapted.status == 0);
     CHECK(loss_of(adapted.out) != loss_of(base.out));
 
-    // merge: the new model's loss is the adapter's (f32 base: up to rounding)
+    // merge: the new model's loss is the adapter's within the int8 requantization error
     const std::string merged = dir.file("merged.ember");
     r = ember_cli("finetune -m " + q(model) + " --adapter " + q(a) + " --merge -o " + q(merged), dir);
     CHECK(r.status == 0);
     const Run after = ember_cli("eval -m " + q(merged) + " --text " + q(text), dir);
     REQUIRE(after.status == 0);
-    CHECK(std::fabs(loss_of(after.out) - loss_of(adapted.out)) < 2e-4);
+    CHECK(std::fabs(loss_of(after.out) - loss_of(adapted.out)) < 5e-3);
 
     // bad inputs
     const std::string odd = dir.file("odd.txt");
