@@ -377,3 +377,15 @@ TEST_CASE("a merged model's eval loss equals the unmerged adapter's within the r
         CHECK(std::fabs(unmerged - base_loss) > 10 * k.tol);  // the adapter changes the model more than that
     }
 }
+
+TEST_CASE("memory plan: the training arena of the fixture model stays at its budget") {
+    auto base = convert_base("gptpy", convert::WeightDType::Int8);
+    LoraAdapter a(*base->model, 4, 8.0f);
+    // n_layer 2, n_embd 32, block_size 16, vocab 37; batch 2 x 16, rank 4, 2 threads. Grows only
+    // when someone adds a buffer; update it deliberately.
+    const TrainPlan p = plan_training(*base->model, 2, 16, 4, a.size(), 2);
+    MESSAGE("training arena bytes: ", p.total);
+    CHECK(p.total <= 215680);
+    // linear in the batch: twice the rows, at most about twice the bytes
+    CHECK(plan_training(*base->model, 4, 16, 4, a.size(), 2).total < 2 * p.total);
+}
