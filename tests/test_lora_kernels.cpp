@@ -188,11 +188,13 @@ TEST_CASE("linear backward to the input for f32, f16 and int8 weights") {
 
 TEST_CASE("LoRA forward and backward: fast vs reference, reference vs finite differences") {
     ThreadPool pool(2);
+    for (int rank : {4, 8, 12}) {  // below, at and past one AVX register of rank
+    CAPTURE(rank);
     LoraShape s;
     s.T = 9;
     s.K = 40;
     s.N = 24;
-    s.r = 4;
+    s.r = rank;
     s.scale = 2.0f;
     auto x = randn(static_cast<size_t>(s.T) * s.K, 31);
     auto A = randn(static_cast<size_t>(s.r) * s.K, 32, 0.3f);
@@ -223,6 +225,7 @@ TEST_CASE("LoRA forward and backward: fast vs reference, reference vs finite dif
     CHECK(fd_error([&](const std::vector<float>& v) { return loss(x, v, B); }, A, gA, 1e-2, 36) < 2e-3);
     CHECK(fd_error([&](const std::vector<float>& v) { return loss(x, A, v); }, B, gB, 1e-2, 37) < 2e-3);
     CHECK(fd_error([&](const std::vector<float>& v) { return loss(v, A, B); }, x, gx, 1e-2, 38) < 2e-3);
+    }
 }
 
 TEST_CASE("cross-entropy: loss and gradient, fast vs reference vs finite differences") {

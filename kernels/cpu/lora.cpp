@@ -22,6 +22,25 @@ void lora_forward_ref(const float* x, const float* A, const float* B, const Lora
     }
 }
 
+namespace {
+
+// u . b over the rank (a short vector): one AVX register per 8 values, no 16-wide main loop.
+inline float dot_rank(const float* u, const float* b, int r) {
+    int i = 0;
+    float acc = 0.0f;
+#ifdef EMBER_AVX2
+    if (r >= 8) {
+        __m256 a = _mm256_mul_ps(_mm256_loadu_ps(u), _mm256_loadu_ps(b));
+        for (i = 8; i + 8 <= r; i += 8) a = _mm256_fmadd_ps(_mm256_loadu_ps(u + i), _mm256_loadu_ps(b + i), a);
+        acc = simd::hsum(a);
+    }
+#endif
+    for (; i < r; ++i) acc += u[i] * b[i];
+    return acc;
+}
+
+}  // namespace
+
 void lora_forward(const float* x, const float* A, const float* B, const LoraShape& s, float* u, float* y, ThreadPool& pool) {
     pool.parallel_for(s.T, 4, [&](int t0, int t1, int) {
         for (int t = t0; t < t1; ++t) {
@@ -29,7 +48,7 @@ void lora_forward(const float* x, const float* A, const float* B, const LoraShap
             float* ut = u + static_cast<size_t>(t) * s.r;
             for (int i = 0; i < s.r; ++i) ut[i] = simd::dot_f32(xt, A + static_cast<size_t>(i) * s.K, s.K);
             float* yt = y + static_cast<size_t>(t) * s.N;
-            for (int n = 0; n < s.N; ++n) yt[n] += s.scale * simd::dot_f32(ut, B + static_cast<size_t>(n) * s.r, s.r);
+            for (int n = 0; n < s.N; ++n) yt[n] += s.scale * dot_rank(ut, B + static_cast<size_t>(n) * s.r, s.r);
         }
     });
 }
