@@ -1,5 +1,6 @@
 #include "converter/merge.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <map>
 
@@ -67,6 +68,7 @@ WriteReport merge_adapter(const Model& model, const LoraAdapter& adapter, const 
     CanonicalModel cm;
     cm.config = c;
     WriteOptions wo;
+    wo.group_size = 0;
     bool whole_rows = true;
     std::string dtype;
     for (const TensorInfo& t : model.tensors()) {
@@ -77,10 +79,9 @@ WriteReport merge_adapter(const Model& model, const LoraAdapter& adapter, const 
         if (t.shape.size() == 2) {
             const kernels::WeightView& v = mats.at(t.name);
             ct.values = dequantize(v);
-            if (dtype.empty()) {
-                dtype = t.dtype;
-                wo.group_size = static_cast<int>(t.group_size);
-            }
+            if (dtype.empty()) dtype = t.dtype;
+            // the converter's --group-size, clamped to each row: the largest stored group
+            wo.group_size = std::max(wo.group_size, static_cast<int>(t.group_size));
             if (t.dtype != dtype) fail(printable(t.name), ": mixed weight dtypes (", dtype, ", ", t.dtype, ") cannot be merged into one");
             if (t.dtype == "int8" && static_cast<int>(t.group_size) != v.cols) whole_rows = false;
             auto it = adapted.find(t.name);
