@@ -93,6 +93,8 @@ int cmd_generate(const GenerateArgs& a) {
     SessionOptions so;
     so.threads = a.threads;
     so.policy = policy;
+    const auto adapter = a.adapter.empty() ? nullptr : LoraAdapter::load(a.adapter, *model);
+    so.adapter = adapter.get();
     auto session = make_session(*model, so, backend);
     // Only the ids the tokenizer knows: padding rows of the logits are never sampled.
     Sampler sampler(a.sampler, tok->size(), session->sampler_probs(), session->sampler_ids());
@@ -131,6 +133,8 @@ int cmd_eval(const EvalArgs& a) {
     SessionOptions so;
     so.threads = a.threads;
     so.all_logits = true;
+    const auto adapter = a.adapter.empty() ? nullptr : LoraAdapter::load(a.adapter, *model);
+    so.adapter = adapter.get();
     auto session = make_session(*model, so, backend);
     const ModelConfig& c = model->config();
     const EvalResult r = evaluate(*session, ids.data() + start, static_cast<int64_t>(ids.size()) - start, c.block_size, c.vocab_size,

@@ -22,6 +22,7 @@ struct GenerateArgs {
     std::string context = "exact";
     int threads = 0;
     std::string backend = "auto";  // cpu | cuda | auto
+    std::string adapter;  // LoRA adapter file (unmerged), or ""
 };
 int cmd_generate(const GenerateArgs& a);
 
@@ -31,6 +32,7 @@ struct EvalArgs {
     std::string split = "val";
     int threads = 0;
     std::string backend = "auto";
+    std::string adapter;  // LoRA adapter file (unmerged), or ""
 };
 int cmd_eval(const EvalArgs& a);
 

@@ -30,7 +30,10 @@ Backend resolve_backend(Backend b) {
 }
 
 std::unique_ptr<Generator> make_session(const Model& model, const SessionOptions& opts, Backend backend) {
+    // LoRA adapters run on the CPU backend only: auto takes the CPU, cuda is refused.
+    if (opts.adapter && backend == Backend::Auto) backend = Backend::Cpu;
     if (resolve_backend(backend) == Backend::Cpu) return std::make_unique<Session>(model, opts);
+    if (opts.adapter) fail("--adapter: LoRA adapters run on the CPU backend only so far; use --backend cpu (or auto)");
 #ifdef EMBER_HAVE_CUDA
     return std::make_unique<CudaSession>(model, opts);
 #else

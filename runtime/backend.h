@@ -33,7 +33,7 @@ CudaDeviceInfo cuda_device_info();
 
 // A session for `model` on `backend` (Auto resolved). opts.threads is the CPU's; the CUDA
 // session ignores it. Throws ember::Error, e.g. "ember was built without CUDA" or "no CUDA
-// device" for Cuda.
+// device" for Cuda. With opts.adapter (LoRA, CPU only) Auto means Cpu and Cuda is refused.
 std::unique_ptr<Generator> make_session(const Model& model, const SessionOptions& opts, Backend backend);
 
 }  // namespace ember

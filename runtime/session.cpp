@@ -7,6 +7,7 @@
 #include "kernels/cpu/activation.h"
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/layernorm.h"
+#include "kernels/cpu/lora.h"
 #include "runtime/error.h"
 
 namespace ember {
@@ -39,7 +40,7 @@ int max_groups(const kernels::WeightView& w, int cur) {
 
 }  // namespace
 
-MemoryPlan plan_memory(const Model& model, int threads, bool all_logits) {
+MemoryPlan plan_memory(const Model& model, int threads, bool all_logits, int lora_rank) {
     const ModelConfig& c = model.config();
     const size_t S = c.block_size, C = c.n_embd, F = c.ffn_hidden, V = c.vocab_size, L = c.n_layer;
     MemoryPlan p;
@@ -74,6 +75,7 @@ MemoryPlan plan_memory(const Model& model, int threads, bool all_logits) {
     p.window = take(S * sizeof(int));
     p.sampler_probs = take(V * f4);
     p.sampler_ids = take(V * sizeof(int));
+    p.lora_u = take(S * static_cast<size_t>(lora_rank) * f4);
     p.total = off;
     return p;
 }
@@ -82,7 +84,8 @@ Session::Session(const Model& model, const SessionOptions& opts)
     : model_(model),
       opts_(opts),
       pool_(session_threads(opts.threads)) {
-    plan_ = plan_memory(model, pool_.size(), opts.all_logits);
+    if (opts.adapter && opts.adapter->base_checksum() != model.checksum()) fail("the adapter was made for another model than ", model.path());
+    plan_ = plan_memory(model, pool_.size(), opts.all_logits, opts.adapter ? opts.adapter->rank() : 0);
     arena_ = static_cast<uint8_t*>(std::aligned_alloc(kDataAlignment, plan_.total));
     if (!arena_) fail("cannot allocate the ", plan_.total, "-byte arena for ", model.path());
     std::memset(arena_, 0, plan_.total);
@@ -132,6 +135,7 @@ void Session::forward(const int* ids, int T, int pos0, int row0, int n_keys0, bo
         float* vc = buf<float>(plan_.v_cache) + static_cast<size_t>(l) * S * C;
         kernels::layernorm(x, T, C, L.ln_1_w, L.ln_1_b, c.ln_eps, xn);
         kernels::linear(xn, T, L.qkv, L.qkv_b, qkv, scratch, pool_);
+        add_lora(l, LoraTarget::Qkv, xn, T, qkv);
         for (int t = 0; t < T; ++t) {
             const float* row = qkv + static_cast<size_t>(t) * 3 * C;
             std::memcpy(kc + static_cast<size_t>(row0 + t) * C, row + C, C * sizeof(float));
@@ -146,11 +150,14 @@ void Session::forward(const int* ids, int T, int pos0, int row0, int n_keys0, bo
         as.scale = c.attn_scale;
         kernels::attention(qkv, kc, vc, as, att, buf<float>(plan_.scores), S, pool_);
         kernels::linear(att, T, L.proj, L.proj_b, tmp, scratch, pool_);
+        add_lora(l, LoraTarget::Proj, att, T, tmp);
         add(x, tmp, TC);
         kernels::layernorm(x, T, C, L.ln_2_w, L.ln_2_b, c.ln_eps, xn);
         kernels::linear(xn, T, L.fc, L.fc_b, hidden, scratch, pool_);
+        add_lora(l, LoraTarget::Fc, xn, T, hidden);
         kernels::activation(c.activation, hidden, static_cast<size_t>(T) * F);
         kernels::linear(hidden, T, L.fc2, L.fc2_b, tmp, scratch, pool_);
+        add_lora(l, LoraTarget::Fc2, hidden, T, tmp);
         add(x, tmp, TC);
     }
     float* logits = buf<float>(plan_.logits);
@@ -163,6 +170,18 @@ void Session::forward(const int* ids, int T, int pos0, int row0, int n_keys0, bo
         kernels::linear(xn, 1, w.lm_head, w.lm_head_b, logits, scratch, pool_);
         last_logits_row_ = 0;
     }
+}
+
+void Session::add_lora(int layer, LoraTarget t, const float* x, int T, float* y) {
+    const LoraAdapter* a = opts_.adapter;
+    if (!a) return;
+    kernels::LoraShape s;
+    s.T = T;
+    s.K = a->in_features(t);
+    s.N = a->out_features(t);
+    s.r = a->rank();
+    s.scale = a->scale();
+    kernels::lora_forward(x, a->A(layer, t), a->B(layer, t), s, buf<float>(plan_.lora_u), y, pool_);
 }
 
 void Session::push_history(const int* ids, int n) {

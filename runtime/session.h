@@ -18,6 +18,7 @@
 #include "kernels/cpu/linear.h"
 #include "kernels/cpu/thread_pool.h"
 #include "runtime/generator.h"
+#include "runtime/adapter.h"
 #include "runtime/model.h"
 
 namespace ember {
@@ -30,6 +31,7 @@ struct SessionOptions {
     int threads = 0;                  // 0 = all cores; at most 256
     ContextPolicy policy = ContextPolicy::Exact;
     bool all_logits = false;          // plan [S, V] logits for forward_window (eval)
+    const LoraAdapter* adapter = nullptr;  // LoRA on qkv/proj/fc/fc2, unmerged; must outlive the session
 };
 
 // Byte offsets of every buffer in the one arena (64-byte aligned), and its total size.
@@ -43,13 +45,15 @@ struct MemoryPlan {
     size_t window = 0;         // [S] token ids of a recomputed window, oldest first
     size_t sampler_probs = 0;  // [V]
     size_t sampler_ids = 0;    // [V]
+    size_t lora_u = 0;         // [S, r] LoRA's A x (0 bytes without an adapter)
     size_t total = 0;
     int logit_rows = 1;
     int threads = 1;
 };
 
-// Plans the arena for `model` with `threads` threads. Pure arithmetic on the configuration.
-MemoryPlan plan_memory(const Model& model, int threads, bool all_logits);
+// Plans the arena for `model` with `threads` threads (and LoRA rank, 0 = no adapter).
+// Pure arithmetic on the configuration.
+MemoryPlan plan_memory(const Model& model, int threads, bool all_logits, int lora_rank = 0);
 
 class Session : public Generator {  // the CPU backend (generator.h)
 public:
@@ -83,6 +87,8 @@ private:
     void forward(const int* ids, int T, int pos0, int row0, int n_keys0, bool all_rows);
     void push_history(const int* ids, int n);
     void recompute_window(int n_tokens);  // the newest n_tokens of history at positions 0..
+    // y [T, out] += adapter's scale * B (A x) for target t of layer l (no-op without adapter).
+    void add_lora(int layer, LoraTarget t, const float* x, int T, float* y);
     template <typename T>
     T* buf(size_t off) const { return reinterpret_cast<T*>(arena_ + off); }
 

@@ -3,13 +3,13 @@
 # SECONDS (default 60), seeded from committed files: tests/fuzz/seeds/ and the test fixtures.
 # New inputs found go to build-fuzz/corpus/TARGET; a crash writes build-fuzz/crash-* and
 # fails the run.
-#   tests/fuzz/run.sh [SECONDS] [TARGET ...]   targets: unpickler checkpoint meta_pkl ember tokenizer frame console_line
+#   tests/fuzz/run.sh [SECONDS] [TARGET ...]   targets: unpickler checkpoint meta_pkl ember tokenizer frame console_line adapter
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 seconds=${1:-60}
 shift || true
 targets=("$@")
-((${#targets[@]})) || targets=(unpickler checkpoint meta_pkl ember tokenizer frame console_line)
+((${#targets[@]})) || targets=(unpickler checkpoint meta_pkl ember tokenizer frame console_line adapter)
 scripts/install-deps.sh
 command -v clang++ > /dev/null || { sudo=""; [[ $(id -u) -ne 0 ]] && sudo=sudo; $sudo apt-get install -y -qq clang libclang-rt-14-dev; }
 cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
@@ -25,6 +25,7 @@ seeds() {  # the committed seed folders of a target
     tokenizer)  echo tests/fuzz/seeds/tokenizer ;;
     frame)      echo tests/fuzz/seeds/frame ;;
     console_line) echo tests/fuzz/seeds/console_line ;;
+    adapter)    echo tests/fuzz/seeds/adapter ;;
   esac
 }
 for t in "${targets[@]}"; do
