@@ -167,6 +167,7 @@ CudaSession::CudaSession(const Model& model, const SessionOptions& opts) : model
         sampler_ids_.assign(V, 0);
         history_.assign(S, 0);
         window_.assign(S, 0);
+        ctx_ = ContextWindow(opts.policy, S, history_.data(), window_.data());
         capture_decode_graph();
     } catch (...) {
         release();
@@ -336,8 +337,7 @@ void CudaSession::forward(const int* ids, int T, int pos0, int row0, int n_keys0
 }
 
 void CudaSession::reset() {
-    n_seen_ = 0;
-    n_cached_ = 0;
+    ctx_.reset();
     last_logits_row_ = 0;
 }
 
@@ -345,77 +345,16 @@ const float* CudaSession::logits() const {
     return h_logits_ + static_cast<size_t>(last_logits_row_) * model_.config().vocab_size;
 }
 
-// The context policies, as Session::append / push_history / recompute_window (session.cpp).
-void CudaSession::push_history(const int* ids, int n) {
-    const int S = model_.config().block_size;
-    for (int i = 0; i < n; ++i) history_[(n_seen_ + i) % S] = ids[i];
-    n_seen_ += n;
-}
-
-void CudaSession::recompute_window(int n_tokens) {
-    const int S = model_.config().block_size;
-    const int64_t first = n_seen_ - n_tokens;
-    for (int i = 0; i < n_tokens; ++i) window_[i] = history_[(first + i) % S];
-    if (n_tokens > 0) forward(window_.data(), n_tokens, 0, 0, 1, false);
-    n_cached_ = n_tokens;
-}
-
 void CudaSession::append(const int* ids, int n) {
-    const ModelConfig& c = model_.config();
-    const int S = c.block_size;
-    for (int i = 0; i < n; ++i) {
-        if (ids[i] < 0 || ids[i] >= c.vocab_size) fail("token id ", ids[i], " at position ", i, " is outside the vocabulary [0, ", c.vocab_size, ")");
-    }
-    int i = 0;
-    while (i < n) {
-        const int left = n - i;
-        switch (opts_.policy) {
-        case ContextPolicy::Exact:
-            if (n_seen_ + left <= S) {
-                const int at = static_cast<int>(n_seen_);
-                push_history(ids + i, left);
-                forward(ids + i, left, at, at, at + 1, false);
-                n_cached_ = at + left;
-            } else {  // the window slides: recompute the last S tokens at positions 0..S-1
-                push_history(ids + i, left);
-                recompute_window(S);
-            }
-            i = n;
-            break;
-        case ContextPolicy::Shift: {
-            if (n_cached_ == S) recompute_window(S / 2);
-            const int chunk = std::min(left, S - n_cached_);
-            push_history(ids + i, chunk);
-            forward(ids + i, chunk, n_cached_, n_cached_, n_cached_ + 1, false);
-            n_cached_ += chunk;
-            i += chunk;
-            break;
-        }
-        case ContextPolicy::Ring:
-            if (n_seen_ < S) {
-                const int at = static_cast<int>(n_seen_);
-                const int chunk = std::min(left, S - at);
-                push_history(ids + i, chunk);
-                forward(ids + i, chunk, at, at, at + 1, false);
-                i += chunk;
-            } else {  // overwrite the oldest slot; the newest token sits at position S-1
-                const int slot = static_cast<int>(n_seen_ % S);
-                push_history(ids + i, 1);
-                forward(ids + i, 1, S - 1, slot, S, false);
-                i += 1;
-            }
-            break;
-        }
-    }
+    check_token_ids(ids, n, model_.config().vocab_size);
+    ctx_.append(ids, n, [this](const int* span, int T, int pos0, int row0, int n_keys0) { forward(span, T, pos0, row0, n_keys0, false); });
 }
 
 const float* CudaSession::forward_window(const int* ids, int T) {
     const ModelConfig& c = model_.config();
     if (!opts_.all_logits) fail("forward_window needs a session planned with all_logits");
     if (T < 1 || T > c.block_size) fail("window of ", T, " tokens is outside [1, block_size = ", c.block_size, "]");
-    for (int i = 0; i < T; ++i) {
-        if (ids[i] < 0 || ids[i] >= c.vocab_size) fail("token id ", ids[i], " at position ", i, " is outside the vocabulary [0, ", c.vocab_size, ")");
-    }
+    check_token_ids(ids, T, c.vocab_size);
     reset();
     forward(ids, T, 0, 0, 1, true);
     return h_logits_;

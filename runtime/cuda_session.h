@@ -83,7 +83,7 @@ public:
     void append(const int* ids, int n) override;
     const float* logits() const override;
     const float* forward_window(const int* ids, int T) override;
-    int64_t tokens_seen() const override { return n_seen_; }
+    int64_t tokens_seen() const override { return ctx_.tokens_seen(); }
     float* sampler_probs() const override { return const_cast<float*>(sampler_probs_.data()); }
     int* sampler_ids() const override { return const_cast<int*>(sampler_ids_.data()); }
 
@@ -105,8 +105,6 @@ private:
     void linear(const __half* x, int T, const kernels::WeightView& w, const float* b, bool accumulate, float* y);
     const __half* f16_weights(const kernels::WeightView& w);  // w itself, or expanded into wscratch
     void capture_decode_graph();
-    void push_history(const int* ids, int n);
-    void recompute_window(int n_tokens);
     template <typename T>
     T* dev(size_t off) const { return reinterpret_cast<T*>(base_ + off); }
 
@@ -125,8 +123,7 @@ private:
     std::vector<int> sampler_ids_;
     std::vector<int> history_, window_;  // [S] each
     std::string graph_error_;
-    int64_t n_seen_ = 0;
-    int n_cached_ = 0;
+    ContextWindow ctx_{ContextPolicy::Exact, 1, nullptr, nullptr};  // over history_, window_
     int last_logits_row_ = 0;
 };
 

@@ -19,13 +19,11 @@
 #include "kernels/cpu/thread_pool.h"
 #include "runtime/generator.h"
 #include "runtime/adapter.h"
+#include "runtime/context.h"
 #include "runtime/model.h"
 
 namespace ember {
 
-enum class ContextPolicy { Exact, Shift, Ring };
-ContextPolicy parse_context_policy(const std::string& s);  // throws ember::Error
-const char* context_policy_name(ContextPolicy p);
 
 struct SessionOptions {
     int threads = 0;                  // 0 = all cores; at most 256
@@ -75,7 +73,7 @@ public:
     // logits [T, V] for every position. Needs SessionOptions::all_logits. Resets the sequence.
     const float* forward_window(const int* ids, int T);
 
-    int64_t tokens_seen() const { return n_seen_; }
+    int64_t tokens_seen() const { return ctx_.tokens_seen(); }
     const MemoryPlan& plan() const { return plan_; }
     int threads() const { return pool_.size(); }
     float* sampler_probs() const;  // [V] scratch for a Sampler
@@ -85,8 +83,6 @@ private:
     // Runs ids [T] at positions pos0.., writing K/V to cache rows row0..row0+T-1; query t
     // sees rows [0, n_keys0 + t). Logits for the last row, or all rows.
     void forward(const int* ids, int T, int pos0, int row0, int n_keys0, bool all_rows);
-    void push_history(const int* ids, int n);
-    void recompute_window(int n_tokens);  // the newest n_tokens of history at positions 0..
     // y [T, out] += adapter's scale * B (A x) for target t of layer l (no-op without adapter).
     void add_lora(int layer, LoraTarget t, const float* x, int T, float* y);
     template <typename T>
@@ -97,8 +93,7 @@ private:
     MemoryPlan plan_;
     kernels::ThreadPool pool_;
     uint8_t* arena_ = nullptr;
-    int64_t n_seen_ = 0;     // tokens appended since reset
-    int n_cached_ = 0;       // valid KV rows (exact, shift)
+    ContextWindow ctx_{ContextPolicy::Exact, 1, nullptr, nullptr};  // set once the arena exists
     int last_logits_row_ = 0;
 };
 
