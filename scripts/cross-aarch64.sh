@@ -23,7 +23,7 @@ if ((${#missing[@]})); then
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 cmake -S . -B build-aarch64 -DCMAKE_TOOLCHAIN_FILE=cmake/aarch64-linux-gnu.cmake -DCMAKE_BUILD_TYPE=Release \
-  -DEMBER_NATIVE=OFF -DEMBER_DEVICE_ONLY=ON > build-aarch64.log 2>&1 || { cat build-aarch64.log; exit 1; }
+  -DEMBER_NATIVE=OFF -DEMBER_DEVICE_ONLY=ON -DEMBER_CUDA=OFF > build-aarch64.log 2>&1 || { cat build-aarch64.log; exit 1; }
 cmake --build build-aarch64 -j "$(nproc)" >> build-aarch64.log 2>&1 || { tail -50 build-aarch64.log; exit 1; }
 file build-aarch64/firmware/ember-console 2>/dev/null || true
 echo "built: build-aarch64/firmware/ember-console"
