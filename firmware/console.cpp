@@ -357,10 +357,13 @@ void Console::cmd_adapter(const Command& c) {
     }
     if (c.adapter_off) {
         const std::string was = adapter_name_;
-        session_.reset();  // the session goes before the adapter it used
+        SessionOptions o;
+        o.threads = opts_.threads;
+        o.policy = parse_context_policy(context_);
+        auto s = std::make_unique<Session>(*model_, o);
+        session_ = std::move(s);  // the old session goes before the adapter it used
         adapter_.reset();
         adapter_name_.clear();
-        new_session();
         ok(was.empty() ? "no adapter" : "adapter " + was + " off");
         return;
     }
