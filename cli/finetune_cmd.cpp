@@ -39,9 +39,8 @@ int cmd_finetune(const FinetuneArgs& a) {
     if (a.text.empty()) fail("finetune needs --text FILE (the last 10% is held out for validation)");
     auto model = Model::open(a.model);
     const ModelConfig& c = model->config();
-    const CharTokenizer tok(model->code_points());
-    int64_t skipped = 0;
-    std::vector<int> ids = encode_training_text(tok, read_text_file(a.text), printable(a.text, 200), a.skip_unknown, &skipped);
+    int64_t skipped = 0;  // a BPE model encodes any text: nothing to skip
+    std::vector<int> ids = encode_training_text(*model, read_text_file(a.text), printable(a.text, 200), a.skip_unknown, &skipped);
     std::unique_ptr<LoraAdapter> adapter;
     if (!a.resume.empty()) {
         adapter = LoraAdapter::load(a.resume, *model);

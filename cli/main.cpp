@@ -76,7 +76,7 @@ int main(int argc, char** argv) {
         ->check(CLI::Range(1, 1 << 30));
     ftc->add_option("--resume", ft.resume, "adapter file of an interrupted run: go on from its step");
     ftc->add_option("--threads", ft.opts.threads, "0 = all cores")->capture_default_str()->check(CLI::Range(0, kMaxThreads));
-    ftc->add_flag("--skip-unknown", ft.skip_unknown, "drop (and count) characters outside the model's vocabulary");
+    ftc->add_flag("--skip-unknown", ft.skip_unknown, "drop (and count) characters outside a char model's vocabulary (a BPE model has none: no-op)");
     ftc->add_option("--log-every", ft.log_every, "progress line every N steps")->capture_default_str()->check(CLI::Range(1, 1 << 30));
     ftc->add_flag("--merge", ft.merge, "fold --adapter into the weights, requantized to the base's dtype, written to -o");
     ftc->add_option("--adapter", ft.adapter, "with --merge: the adapter to fold in");

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -15,6 +16,7 @@
 #include "firmware/serial_port.h"
 #include "runtime/error.h"
 #include "runtime/eval.h"
+#include "runtime/finetune.h"
 #include "runtime/utf8.h"
 
 namespace ember::fw {
@@ -39,18 +41,18 @@ Console::Console(int in_fd, int out_fd, ConsoleOptions opts) : in_(in_fd), out_(
 
 Console::~Console() = default;
 
-void Console::write(const std::string& s) {
-    if (!opts_.crlf || s.find('\n') == std::string::npos) {
+void Console::write(std::string_view s) {
+    if (!opts_.crlf) {
         write_all(out_, s.data(), s.size());
         return;
     }
-    std::string t;
-    t.reserve(s.size() + 8);
-    for (char c : s) {
-        if (c == '\n') t += '\r';
-        t += c;
+    // "\n" -> "\r\n", a run at a time (nothing allocated: gen writes every token through here).
+    size_t from = 0;
+    for (size_t k; (k = s.find('\n', from)) != std::string_view::npos; from = k + 1) {
+        write_all(out_, s.data() + from, k - from);
+        write_all(out_, "\r\n", 2);
     }
-    write_all(out_, t.data(), t.size());
+    write_all(out_, s.data() + from, s.size() - from);
 }
 
 int Console::run() {
@@ -174,6 +176,8 @@ void Console::dispatch(const Command& c) {
         case CommandKind::Load: return cmd_load(c.name, true);
         case CommandKind::Eval: return cmd_eval(c);
         case CommandKind::Flash: return cmd_flash();
+        case CommandKind::Finetune: return cmd_finetune(c);
+        case CommandKind::Adapter: return cmd_adapter(c);
     }
 }
 
@@ -204,26 +208,33 @@ void Console::cmd_gen(const Command& c) {
     if (d.top_p) so.top_p = *d.top_p;
     if (d.seed) so.seed = *d.seed;
     so.validate();
-    const std::vector<int> ids = c.text.empty() ? std::vector<int>{0} : tok_->encode(c.text, "prompt");
+    // As `ember generate`: no text starts from the tokenizer's start id.
+    const std::vector<int> ids = c.text.empty() ? std::vector<int>{tok_->start_id()} : tok_->encode(c.text, "prompt");
     session_->reset();
-    Sampler sampler(so, model_->config().vocab_size, session_->sampler_probs(), session_->sampler_ids());
-    const TokenWriter tw(*tok_);
+    // Only the ids the tokenizer knows: padding rows of the logits are never sampled.
+    Sampler sampler(so, tok_->size(), session_->sampler_probs(), session_->sampler_ids());
+    stream_->finish();  // empty (a gen that failed mid-way may have left bytes)
     if (!c.text.empty()) write(c.text);
     const auto t0 = std::chrono::steady_clock::now();
     session_->append(ids.data(), static_cast<int>(ids.size()));
     int made = 0;
     bool stopped = false;
-    char bytes[8];
     for (int i = 0; i < n; ++i) {
         if (poll_interrupt()) {
             stopped = true;
             break;
         }
         const int id = sampler.sample(session_->logits());
-        write(std::string(bytes, static_cast<size_t>(tw.put(id, bytes))));  // whole characters; fits the small-string buffer
+        const std::string_view b = tok_->token_bytes(id);
+        const std::string_view text = stream_->feed(b.data(), b.size());  // whole characters only
+        if (!text.empty()) write(text);
         ++made;
         if (i + 1 < n) session_->append(&id, 1);
     }
+    // The tail of a character the last token left incomplete (U+FFFD), after a Ctrl-C too:
+    // the text equals the decode of the whole sequence.
+    const std::string_view tail = stream_->finish();
+    if (!tail.empty()) write(tail);
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     write("\n");
     if (stopped) {
@@ -247,12 +258,7 @@ void Console::cmd_set(const Command& c) {
     if (d.echo) echo_ = *d.echo;
     if (d.context && *d.context != context_) {
         context_ = *d.context;
-        if (model_) {
-            SessionOptions o;
-            o.threads = opts_.threads;
-            o.policy = parse_context_policy(context_);
-            session_ = std::make_unique<Session>(*model_, o);
-        }
+        if (model_) new_session();
     }
     ok("n " + std::to_string(n_) + ", temperature " + fmt("%g", sampler_.temperature) + ", top_k " + std::to_string(sampler_.top_k) +
        ", top_p " + fmt("%g", sampler_.top_p) + ", seed " + std::to_string(sampler_.seed) + ", context " + context_ + ", echo " +
@@ -266,6 +272,8 @@ void Console::cmd_info() {
         write(std::string("architecture: ") + arch_name(c.arch) + ", activation " + activation_name(c.activation) + "\n");
         write("config: n_layer " + std::to_string(c.n_layer) + ", n_head " + std::to_string(c.n_head) + ", n_embd " + std::to_string(c.n_embd) +
               ", block_size " + std::to_string(c.block_size) + ", vocab_size " + std::to_string(c.vocab_size) + "\n");
+        write(std::string("tokenizer: ") + tok_->kind() + ", " + std::to_string(tok_->size()) + " tokens\n");
+        write("adapter: " + (adapter_ ? adapter_name_ + " (rank " + std::to_string(adapter_->rank()) + ", alpha " + fmt("%g", adapter_->alpha()) + ")" : std::string("none")) + "\n");
         write("source: " + one_line(model_->provenance()) + "\n");
         write("arena: " + std::to_string(session_->plan().total) + " bytes, threads " + std::to_string(session_->threads()) + "\n");
     } else {
@@ -304,13 +312,17 @@ void Console::cmd_load(const std::string& name, bool remember) {
     struct stat st{};
     if (::stat(path.c_str(), &st) != 0) fail("load: no model ", name, " (", printable(path, 200), "); see models");
     auto m = Model::open(path);  // verifies everything; on failure the old model stays
-    auto t = std::make_unique<CharTokenizer>(m->code_points());
+    auto t = make_tokenizer(*m);
+    auto ts = std::make_unique<Utf8Stream>(static_cast<size_t>(t->max_token_bytes()));
     SessionOptions o;
     o.threads = opts_.threads;
     o.policy = parse_context_policy(context_);
     auto s = std::make_unique<Session>(*m, o);
-    session_ = std::move(s);  // the old session goes before the model it used
+    session_ = std::move(s);  // the old session goes before the model and adapter it used
+    adapter_.reset();         // an adapter belongs to one base model
+    adapter_name_.clear();
     tok_ = std::move(t);
+    stream_ = std::move(ts);
     model_ = std::move(m);
     name_ = name;
     if (remember) {
@@ -326,7 +338,49 @@ void Console::cmd_load(const std::string& name, bool remember) {
     }
     const ModelConfig& c = model_->config();
     ok("loaded " + name + ": n_layer " + std::to_string(c.n_layer) + ", n_embd " + std::to_string(c.n_embd) + ", vocab_size " +
-       std::to_string(c.vocab_size) + ", " + std::to_string(model_->file_bytes()) + " bytes");
+       std::to_string(c.vocab_size) + ", " + tok_->kind() + " tokenizer, " + std::to_string(model_->file_bytes()) + " bytes");
+}
+
+void Console::new_session() {
+    SessionOptions o;
+    o.threads = opts_.threads;
+    o.policy = parse_context_policy(context_);
+    o.adapter = adapter_.get();
+    auto s = std::make_unique<Session>(*model_, o);
+    session_ = std::move(s);
+}
+
+void Console::cmd_adapter(const Command& c) {
+    if (!model_) {
+        err("no model loaded: flash one (ember flash on the host) or load NAME");
+        return;
+    }
+    if (c.adapter_off) {
+        const std::string was = adapter_name_;
+        SessionOptions o;
+        o.threads = opts_.threads;
+        o.policy = parse_context_policy(context_);
+        auto s = std::make_unique<Session>(*model_, o);
+        session_ = std::move(s);  // the old session goes before the adapter it used
+        adapter_.reset();
+        adapter_name_.clear();
+        ok(was.empty() ? "no adapter" : "adapter " + was + " off");
+        return;
+    }
+    const std::string path = opts_.models_dir + "/" + c.name + ".emba";
+    struct stat st{};
+    if (::stat(path.c_str(), &st) != 0) fail("adapter: no adapter ", c.name, " (", printable(path, 200), "); finetune writes one");
+    auto a = LoraAdapter::load(path, *model_);  // checks it belongs to this model; on failure the old one stays
+    SessionOptions o;
+    o.threads = opts_.threads;
+    o.policy = parse_context_policy(context_);
+    o.adapter = a.get();
+    auto s = std::make_unique<Session>(*model_, o);
+    session_ = std::move(s);
+    adapter_ = std::move(a);
+    adapter_name_ = c.name;
+    ok("adapter " + c.name + ": rank " + std::to_string(adapter_->rank()) + ", alpha " + fmt("%g", adapter_->alpha()) + ", step " +
+       std::to_string(adapter_->train.step));
 }
 
 void Console::cmd_eval(const Command& c) {
@@ -340,10 +394,83 @@ void Console::cmd_eval(const Command& c) {
     SessionOptions o;
     o.threads = opts_.threads;
     o.all_logits = true;
+    o.adapter = adapter_.get();
     Session s(*model_, o);
     const ModelConfig& mc = model_->config();
-    const EvalResult r = evaluate(s, ids.data() + start, static_cast<int64_t>(ids.size()) - start, mc.block_size, mc.vocab_size);
+    const EvalResult r = evaluate(s, ids.data() + start, static_cast<int64_t>(ids.size()) - start, mc.block_size, mc.vocab_size,
+                                  mc.tokenizer_size);
     ok("loss " + fmt("%.4f", r.loss) + " over " + std::to_string(r.tokens) + " tokens");
+}
+
+void Console::cmd_finetune(const Command& c) {
+    if (!model_) {
+        err("no model loaded: flash one (ember flash on the host) or load NAME");
+        return;
+    }
+    const FinetuneRequest& f = c.finetune;
+    const std::string out_name = !f.name.empty() ? f.name : !f.resume.empty() ? f.resume : name_;
+    const std::string out = opts_.models_dir + "/" + out_name + ".emba";
+    int64_t skipped = 0;  // a BPE model encodes any text: nothing to skip
+    std::vector<int> ids = encode_training_text(*model_, read_text_file(c.file, size_t(256) << 20), printable(c.file, 200), f.skip_unknown, &skipped);
+    FinetuneOptions o;
+    if (f.steps) o.steps = *f.steps;
+    if (f.lr) o.lr = *f.lr;
+    if (f.rank) o.rank = *f.rank;
+    if (f.alpha) o.alpha = *f.alpha;
+    if (f.batch) o.batch = *f.batch;
+    if (f.seq) o.seq = *f.seq;
+    if (f.seed) o.seed = *f.seed;
+    if (f.eval_every) o.eval_every = *f.eval_every;
+    o.threads = opts_.threads;
+    std::unique_ptr<LoraAdapter> adapter;
+    if (!f.resume.empty()) {
+        if (f.settings_given()) fail("finetune: --resume takes rank, alpha, batch, seq, seed and lr from ", f.resume, ".emba; give only --steps, --eval-every");
+        const std::string from = opts_.models_dir + "/" + f.resume + ".emba";
+        struct stat st{};
+        if (::stat(from.c_str(), &st) != 0) fail("finetune: --resume: no adapter ", f.resume, " (", printable(from, 200), ")");
+        adapter = LoraAdapter::load(from, *model_);
+        if (!adapter->train.present) fail("finetune: ", f.resume, ".emba holds no training state to resume from");
+    } else {
+        adapter = std::make_unique<LoraAdapter>(*model_, o.rank, o.alpha);
+    }
+    FinetuneRun run(*model_, *adapter, std::move(ids), o);
+    const FinetuneOptions& ro = run.options();
+    write("finetune: " + std::to_string(run.train_tokens()) + " training tokens, " + std::to_string(run.val_tokens()) + " held out" +
+          (skipped ? ", " + std::to_string(skipped) + " characters outside the vocabulary skipped" : std::string()) + "; rank " +
+          std::to_string(adapter->rank()) + ", alpha " + fmt("%g", adapter->alpha()) + ", batch " + std::to_string(ro.batch) + " x seq " +
+          std::to_string(ro.seq) + ", lr " + fmt("%g", ro.lr) + ", to " + out_name + ".emba\n");
+    const int64_t first = run.step();
+    if (first >= ro.steps) {
+        adapter->save(out);
+        ok("finetune " + out_name + ".emba: already at step " + std::to_string(first) + " (--steps " + std::to_string(ro.steps) + ")");
+        return;
+    }
+    write("step " + std::to_string(first) + ": val loss " + fmt("%.4f", run.validation_loss()) + (first ? " (resumed)\n" : " (before)\n"));
+    // Ctrl-C (0x03) is polled after every step; the run then writes the adapter and returns.
+    std::atomic<bool> stop{false};
+    double last_val = -1.0, last_tps = 0.0;
+    run.run(out, [&](const FinetuneProgress& p) {
+        last_tps = p.tokens_per_s;
+        if (p.val_loss >= 0) last_val = p.val_loss;
+        if (p.val_loss >= 0 || p.step % 10 == 0 || p.step == first + 1 || p.result.skipped) {
+            std::string line = "step " + std::to_string(p.step) + "/" + std::to_string(p.steps) + "  loss " + fmt("%.4f", p.result.loss);
+            if (p.val_loss >= 0) line += "  val " + fmt("%.4f", p.val_loss);
+            line += "  " + fmt("%.0f", p.tokens_per_s) + " tokens/s";
+            if (p.result.skipped) line += "  (non-finite: step skipped)";
+            if (p.saved) line += "  (saved)";
+            write(line + "\n");
+        }
+        if (poll_interrupt()) stop.store(true);
+    }, &stop);
+    if (stop.load()) {
+        write("^C\n");
+        ok("finetune interrupted at step " + std::to_string(run.step()) + ": wrote " + out_name + ".emba (val loss " +
+           fmt("%.4f", run.validation_loss()) + "); finetune --resume " + out_name + " FILE goes on");
+        return;
+    }
+    if (last_val < 0) last_val = run.validation_loss();
+    ok("finetune " + out_name + ".emba at step " + std::to_string(run.step()) + ": val loss " + fmt("%.4f", last_val) + ", " +
+       fmt("%.0f", last_tps) + " tokens/s" + (out_name == adapter_name_ ? " (adapter " + out_name + " picks it up)" : std::string()));
 }
 
 void Console::cmd_flash() {

@@ -17,7 +17,7 @@
 using namespace ember;
 
 int main(int argc, char** argv) {
-    CLI::App app{"ember-console: the ember serial console (generate, load, eval, flash)"};
+    CLI::App app{"ember-console: the ember serial console (generate, load, eval, finetune, flash)"};
     std::string port;
     int baud = 115200;
     bool rtscts = false, use_stdio = false;

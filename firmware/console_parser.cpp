@@ -178,6 +178,59 @@ Command parse(std::string_view line) {
         expect_end(line, pos, "eval");
         return c;
     }
+    if (word == "finetune") {
+        c.kind = CommandKind::Finetune;
+        FinetuneRequest& f = c.finetune;
+        for (;;) {
+            size_t p = pos;
+            const std::string_view opt = next_word(line, p);
+            if (opt.empty() || opt[0] != '-') break;  // the file
+            pos = p;
+            if (opt == "--") break;
+            if (opt == "--skip-unknown") {
+                f.skip_unknown = true;
+                continue;
+            }
+            const std::string_view v = next_word(line, pos);
+            if (v.empty() && (opt == "--steps" || opt == "--lr" || opt == "--rank" || opt == "--alpha" || opt == "--batch" || opt == "--seq" ||
+                              opt == "--seed" || opt == "--eval-every" || opt == "--name" || opt == "--resume"))
+                throw Bad{"finetune: option " + std::string(opt) + " needs a value"};
+            if (opt == "--steps") f.steps = parse_int(v, "--steps", 0, 1 << 30);
+            else if (opt == "--rank") f.rank = static_cast<int>(parse_int(v, "--rank", 1, 1 << 16));
+            else if (opt == "--batch") f.batch = static_cast<int>(parse_int(v, "--batch", 1, 4096));
+            else if (opt == "--seq") f.seq = static_cast<int>(parse_int(v, "--seq", 0, 1 << 20));
+            else if (opt == "--eval-every") f.eval_every = static_cast<int>(parse_int(v, "--eval-every", 1, 1 << 30));
+            else if (opt == "--seed") f.seed = parse_u64(v, "--seed");
+            else if (opt == "--lr" || opt == "--alpha") {
+                const float x = parse_float(v, opt == "--lr" ? "--lr" : "--alpha");
+                if (!(x > 0)) throw Bad{"finetune: " + std::string(opt) + " " + std::string(v) + " must be > 0"};
+                (opt == "--lr" ? f.lr : f.alpha) = x;
+            } else if (opt == "--name" || opt == "--resume") {
+                if (const std::string bad = check_model_name(std::string(v)); !bad.empty()) throw Bad{"finetune: " + std::string(opt) + ": " + bad};
+                (opt == "--name" ? f.name : f.resume) = std::string(v);
+            } else {
+                throw Bad{"finetune: unknown option '" + printable(opt, 40) +
+                          "' (--steps --lr --rank --alpha --batch --seq --seed --eval-every --name --resume --skip-unknown)"};
+            }
+        }
+        c.file = std::string(next_word(line, pos));
+        if (c.file.empty()) throw Bad{"finetune: usage: finetune [options] FILE (see help)"};
+        expect_end(line, pos, "finetune");
+        return c;
+    }
+    if (word == "adapter") {
+        c.kind = CommandKind::Adapter;
+        c.name = std::string(next_word(line, pos));
+        if (c.name.empty()) throw Bad{"adapter: usage: adapter NAME | adapter off"};
+        expect_end(line, pos, "adapter");
+        if (c.name == "off") {
+            c.adapter_off = true;
+            c.name.clear();
+        } else if (const std::string bad = check_model_name(c.name); !bad.empty()) {
+            throw Bad{"adapter: " + bad};
+        }
+        return c;
+    }
     throw Bad{"unknown command '" + printable(word, 40) + "' (try help)"};
 }
 
@@ -202,6 +255,9 @@ const char* console_help() {
            "  models             the models installed\n"
            "  load NAME          load NAME.ember\n"
            "  eval [--split val|all] FILE   mean cross-entropy (nats/token) on a text file\n"
+           "  finetune [--steps N] [--lr LR] [--rank R] [--alpha A] [--batch B] [--seq T] [--seed S] [--eval-every K]\n"
+           "           [--name NAME] [--resume NAME] [--skip-unknown] FILE   LoRA on FILE, adapter to NAME.emba; Ctrl-C stops (saved)\n"
+           "  adapter NAME|off   gen and eval with NAME.emba (unmerged), or without\n"
            "  flash              binary receive mode, driven by `ember flash` on the host\n"
            "  help               this text\n";
 }

@@ -8,6 +8,9 @@
 //   set KEY VALUE   KEY: n | temperature (t) | top_k (k) | top_p (p) | seed | context | echo
 //   load NAME
 //   eval [--split val|all] FILE
+//   finetune [--steps N] [--lr LR] [--rank R] [--alpha A] [--batch B] [--seq T] [--seed S]
+//            [--eval-every K] [--name NAME] [--resume NAME] [--skip-unknown] FILE
+//   adapter NAME | adapter off
 #pragma once
 
 #include <cstdint>
@@ -19,7 +22,24 @@ namespace ember::fw {
 
 constexpr int kMaxGenTokens = 1 << 20;
 
-enum class CommandKind { Empty, Help, Gen, Set, Info, Models, Load, Eval, Flash };
+enum class CommandKind { Empty, Help, Gen, Set, Info, Models, Load, Eval, Flash, Finetune, Adapter };
+
+// `finetune`'s options, as `ember finetune` takes them. Unset = the run's default (or, with
+// resume, the adapter's own setting; giving one then is refused by the console).
+struct FinetuneRequest {
+    std::optional<int64_t> steps;       // 0 .. 2^30
+    std::optional<float> lr;            // finite, > 0
+    std::optional<int> rank;            // 1 .. 65536
+    std::optional<float> alpha;         // finite, > 0
+    std::optional<int> batch;           // 1 .. 4096
+    std::optional<int> seq;             // 0 .. 2^20 (0 = block_size)
+    std::optional<uint64_t> seed;
+    std::optional<int> eval_every;      // 1 .. 2^30
+    std::string name;                   // adapter written to DIR/NAME.emba (empty: resume's, else the model's)
+    std::string resume;                 // DIR/NAME.emba to go on from
+    bool skip_unknown = false;
+    bool settings_given() const { return lr || rank || alpha || batch || seq || seed; }
+};
 
 // Settings a `gen` overrides for one run, or `set` changes for good. Unset = unchanged.
 struct SettingsDelta {
@@ -36,9 +56,12 @@ struct Command {
     CommandKind kind = CommandKind::Empty;
     SettingsDelta settings;  // gen, set
     std::string text;        // gen: the prompt, unescaped
-    std::string name;        // load
+    std::string name;        // load, adapter
     std::string file;        // eval
     bool eval_all = false;   // eval --split all
+    FinetuneRequest finetune;  // finetune (file: the text)
+    // adapter: name is the adapter (DIR/NAME.emba), or empty with adapter_off
+    bool adapter_off = false;
 };
 
 struct ParseResult {

@@ -323,6 +323,13 @@ std::vector<int> encode_training_text(const CharTokenizer& tok, std::string_view
     return ids;
 }
 
+std::vector<int> encode_training_text(const Model& model, std::string_view text, const std::string& what, bool skip_unknown,
+                                      int64_t* skipped) {
+    if (!model.bpe()) return encode_training_text(CharTokenizer(model.code_points()), text, what, skip_unknown, skipped);
+    if (skipped) *skipped = 0;
+    return make_tokenizer(model)->encode(text, what);
+}
+
 uint64_t ids_checksum(const std::vector<int>& ids) {
     static_assert(sizeof(int) == 4, "ids are int32");
     return XXH64(ids.data(), ids.size() * sizeof(int), 0);

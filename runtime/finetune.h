@@ -137,6 +137,12 @@ private:
 std::vector<int> encode_training_text(const CharTokenizer& tok, std::string_view text, const std::string& what,
                                       bool skip_unknown, int64_t* skipped);
 
+// Text -> ids with the model's own tokenizer: a char model as above; a byte-level BPE model
+// encodes any UTF-8 text (no character is unknown, so skip_unknown changes nothing and
+// *skipped is 0). Throws ember::Error (invalid UTF-8 with its byte offset, unknown characters).
+std::vector<int> encode_training_text(const Model& model, std::string_view text, const std::string& what, bool skip_unknown,
+                                      int64_t* skipped);
+
 // XXH64 of ids as int32 little-endian (the identity of a training text in an adapter file).
 uint64_t ids_checksum(const std::vector<int>& ids);
 

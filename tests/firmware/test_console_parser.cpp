@@ -100,3 +100,49 @@ TEST_CASE("console parser: arbitrary bytes never crash it and always give a verd
         CHECK((r.ok || !r.error.empty()));
     }
 }
+
+TEST_CASE("console parser: finetune and adapter") {
+    ParseResult r = parse_command("finetune --steps 20 --lr 0.01 --rank 4 --alpha 8 --batch 2 --seq 32 --seed 9 --eval-every 5 --name al-1 --skip-unknown /d/a.txt");
+    REQUIRE(r.ok);
+    CHECK(r.cmd.kind == CommandKind::Finetune);
+    const FinetuneRequest& f = r.cmd.finetune;
+    CHECK(*f.steps == 20);
+    CHECK(*f.lr == doctest::Approx(0.01f));
+    CHECK(*f.rank == 4);
+    CHECK(*f.alpha == doctest::Approx(8.0f));
+    CHECK(*f.batch == 2);
+    CHECK(*f.seq == 32);
+    CHECK(*f.seed == 9);
+    CHECK(*f.eval_every == 5);
+    CHECK(f.name == "al-1");
+    CHECK(f.skip_unknown);
+    CHECK(f.settings_given());
+    CHECK(r.cmd.file == "/d/a.txt");
+    r = parse_command("finetune --resume al-1 --steps 40 a.txt");
+    REQUIRE(r.ok);
+    CHECK(r.cmd.finetune.resume == "al-1");
+    CHECK_FALSE(r.cmd.finetune.settings_given());
+    r = parse_command("finetune -- -odd.txt");
+    REQUIRE(r.ok);
+    CHECK(r.cmd.file == "-odd.txt");
+    r = parse_command("adapter al-1");
+    REQUIRE(r.ok);
+    CHECK(r.cmd.kind == CommandKind::Adapter);
+    CHECK(r.cmd.name == "al-1");
+    r = parse_command("adapter off");
+    REQUIRE(r.ok);
+    CHECK(r.cmd.adapter_off);
+    CHECK(r.cmd.name.empty());
+
+    CHECK(error_of("finetune") == "finetune: usage: finetune [options] FILE (see help)");
+    CHECK(error_of("finetune --batch 0 a.txt") == "--batch 0 not in 1..4096");
+    CHECK(error_of("finetune --alpha -1 a.txt") == "finetune: --alpha -1 must be > 0");
+    CHECK(error_of("finetune --lr nan a.txt") == "--lr: 'nan' is not a finite number");
+    CHECK(error_of("finetune --seed") == "finetune: option --seed needs a value");
+    CHECK(error_of("finetune --resume a/b x.txt").find("finetune: --resume: model name 'a/b' has a character") == 0);
+    CHECK(error_of("finetune -x a.txt").find("finetune: unknown option '-x'") == 0);
+    CHECK(error_of("finetune a.txt b.txt") == "finetune: unexpected argument 'b.txt'");
+    CHECK(error_of("adapter") == "adapter: usage: adapter NAME | adapter off");
+    CHECK(error_of("adapter a b") == "adapter: unexpected argument 'b'");
+    CHECK(error_of("adapter .hidden").find("adapter: model name '.hidden' starts with '.'") == 0);
+}
