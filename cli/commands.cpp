@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <vector>
 
+#include "runtime/backend.h"
 #include "runtime/error.h"
 #include "runtime/eval.h"
 #include "runtime/model.h"
@@ -85,30 +86,33 @@ int cmd_info(const std::string& model_path) {
 int cmd_generate(const GenerateArgs& a) {
     a.sampler.validate();
     const ContextPolicy policy = parse_context_policy(a.context);
+    const Backend backend = parse_backend(a.backend);
     auto model = Model::open(a.model);
     const auto tok = make_tokenizer(*model);
     std::vector<int> ids = a.prompt.empty() ? std::vector<int>{tok->start_id()} : tok->encode(a.prompt, "prompt");
     SessionOptions so;
     so.threads = a.threads;
     so.policy = policy;
-    Session session(*model, so);
+    const auto adapter = a.adapter.empty() ? nullptr : LoraAdapter::load(a.adapter, *model);
+    so.adapter = adapter.get();
+    auto session = make_session(*model, so, backend);
     // Only the ids the tokenizer knows: padding rows of the logits are never sampled.
-    Sampler sampler(a.sampler, tok->size(), session.sampler_probs(), session.sampler_ids());
+    Sampler sampler(a.sampler, tok->size(), session->sampler_probs(), session->sampler_ids());
     if (!a.prompt.empty()) {
         std::fwrite(a.prompt.data(), 1, a.prompt.size(), stdout);
         std::fflush(stdout);
     }
-    session.append(ids.data(), static_cast<int>(ids.size()));
+    session->append(ids.data(), static_cast<int>(ids.size()));
     // A BPE token may end inside a UTF-8 character: the stream holds such bytes back and
     // prints the character whole, so the output equals the decode of the whole sequence.
     Utf8Stream stream(static_cast<size_t>(tok->max_token_bytes()));
     for (int i = 0; i < a.n; ++i) {
-        const int id = sampler.sample(session.logits());
+        const int id = sampler.sample(session->logits());
         const std::string_view b = tok->token_bytes(id);
         const std::string_view text = stream.feed(b.data(), b.size());
         std::fwrite(text.data(), 1, text.size(), stdout);
         std::fflush(stdout);
-        if (i + 1 < a.n) session.append(&id, 1);
+        if (i + 1 < a.n) session->append(&id, 1);
     }
     const std::string_view tail = stream.finish();
     std::fwrite(tail.data(), 1, tail.size(), stdout);
@@ -117,6 +121,7 @@ int cmd_generate(const GenerateArgs& a) {
 }
 
 int cmd_eval(const EvalArgs& a) {
+    const Backend backend = parse_backend(a.backend);
     auto model = Model::open(a.model);
     const auto tok = make_tokenizer(*model);
     const std::vector<int> ids = tok->encode(read_text_file(a.text), printable(a.text, 200));
@@ -128,59 +133,97 @@ int cmd_eval(const EvalArgs& a) {
     SessionOptions so;
     so.threads = a.threads;
     so.all_logits = true;
-    Session session(*model, so);
+    const auto adapter = a.adapter.empty() ? nullptr : LoraAdapter::load(a.adapter, *model);
+    so.adapter = adapter.get();
+    auto session = make_session(*model, so, backend);
     const ModelConfig& c = model->config();
-    const EvalResult r = evaluate(session, ids.data() + start, static_cast<int64_t>(ids.size()) - start, c.block_size, c.vocab_size,
+    const EvalResult r = evaluate(*session, ids.data() + start, static_cast<int64_t>(ids.size()) - start, c.block_size, c.vocab_size,
                                   c.tokenizer_size);
     std::printf("loss %.4f over %lld tokens\n", r.loss, static_cast<long long>(r.tokens));
     return 0;
 }
 
 int cmd_bench(const BenchArgs& a) {
+    const Backend backend = resolve_backend(parse_backend(a.backend));
     auto model = Model::open(a.model);
     const ModelConfig& c = model->config();
     SessionOptions so;
     so.threads = a.threads;
     so.all_logits = true;
-    Session session(*model, so);
+    auto session = make_session(*model, so, backend);
+    const bool gpu = backend == Backend::Cuda;
     SamplerOptions greedy;
     greedy.temperature = 0.0f;
-    Sampler sampler(greedy, c.tokenizer_size, session.sampler_probs(), session.sampler_ids());
+    Sampler sampler(greedy, c.tokenizer_size, session->sampler_probs(), session->sampler_ids());
     std::vector<int> window(c.block_size);
     for (int i = 0; i < c.block_size; ++i) window[i] = (i * 7 + 3) % c.tokenizer_size;
 
-    // Prefill: one full window of block_size tokens.
+    // Prefill: one full window of block_size tokens. CPU: forward_window (logits of every
+    // row). CUDA: reset + append (the prompt path, last-row logits), so that copying
+    // [block_size, V] logits to the host is not counted as prefill.
+    auto prefill_once = [&] {
+        if (gpu) {
+            session->reset();
+            session->append(window.data(), c.block_size);
+        } else {
+            session->forward_window(window.data(), c.block_size);
+        }
+    };
     std::vector<double> prefill, decode;
-    session.forward_window(window.data(), c.block_size);  // warm-up
+    prefill_once();  // warm-up
     for (int r = 0; r < a.runs; ++r) {
         const auto t0 = std::chrono::steady_clock::now();
-        session.forward_window(window.data(), c.block_size);
+        prefill_once();
         prefill.push_back(c.block_size / seconds_since(t0));
     }
     // Decode: from one token, block_size - 1 new tokens (within the KV cache), greedy.
     const int steps = c.block_size - 1;
     for (int r = 0; r <= a.runs; ++r) {
-        session.reset();
+        session->reset();
         int id = 0;
-        session.append(&id, 1);
+        session->append(&id, 1);
         const auto t0 = std::chrono::steady_clock::now();
         for (int s = 0; s < steps; ++s) {
-            id = sampler.sample(session.logits());
-            session.append(&id, 1);
+            id = sampler.sample(session->logits());
+            session->append(&id, 1);
         }
         if (r > 0) decode.push_back(steps / seconds_since(t0));  // run 0 warms up
     }
     const double p = median(prefill), d = median(decode);
+    const auto* cpu = dynamic_cast<const Session*>(session.get());
+    const int threads = cpu ? cpu->threads() : 0;
+    CudaDeviceInfo dev;
+    double share = 0.0;  // weight bytes per token / time per token / peak bandwidth
+    if (gpu) {
+        dev = cuda_device_info();
+        if (dev.peak_bytes_per_s > 0) share = static_cast<double>(model->weight_bytes()) * d / dev.peak_bytes_per_s;
+    }
     if (a.json) {
-        nlohmann::json j{{"engine", "ember"}, {"threads", session.threads()}, {"prefill_tok_s", p}, {"decode_tok_s", d},
-                         {"block_size", c.block_size}, {"weight_bytes", model->weight_bytes()}};
+        nlohmann::json j{{"engine", "ember"}, {"backend", backend_name(backend)}, {"threads", threads}, {"prefill_tok_s", p},
+                         {"decode_tok_s", d}, {"block_size", c.block_size}, {"weight_bytes", model->weight_bytes()}};
+        if (gpu) {
+            j["device"] = dev.name;
+            j["peak_bytes_per_s"] = dev.peak_bytes_per_s;
+            j["decode_bandwidth_share"] = share;
+            j["describe"] = session->describe();
+        }
         std::printf("%s\n", j.dump().c_str());
     } else {
         std::printf("model: %s (n_layer %d, n_head %d, n_embd %d, block_size %d, %zu weight bytes)\n", a.model.c_str(), c.n_layer,
                     c.n_head, c.n_embd, c.block_size, model->weight_bytes());
-        std::printf("threads: %d\n", session.threads());
+        if (gpu) {
+            std::printf("backend: cuda, %s (sm_%d%d, %.0f GB/s peak from the memory clock and bus width)\n", dev.name.c_str(), dev.major,
+                        dev.minor, dev.peak_bytes_per_s / 1e9);
+        } else {
+            std::printf("backend: cpu\nthreads: %d\n", threads);
+        }
+        if (!session->describe().empty()) std::printf("%s\n", session->describe().c_str());
         std::printf("prefill: %.0f tokens/s (window of %d, median of %d)\n", p, c.block_size, a.runs);
         std::printf("decode:  %.0f tokens/s (%d tokens within block_size, median of %d)\n", d, steps, a.runs);
+        if (gpu) {
+            std::printf("decode bandwidth: %.1f%% of peak (%zu weight bytes per token x %.0f tokens/s / %.0f GB/s)\n", 100.0 * share,
+                        model->weight_bytes(), d, dev.peak_bytes_per_s / 1e9);
+        }
     }
     return 0;
 }

@@ -21,6 +21,8 @@ struct GenerateArgs {
     SamplerOptions sampler;
     std::string context = "exact";
     int threads = 0;
+    std::string backend = "auto";  // cpu | cuda | auto
+    std::string adapter;  // LoRA adapter file (unmerged), or ""
 };
 int cmd_generate(const GenerateArgs& a);
 
@@ -29,6 +31,8 @@ struct EvalArgs {
     std::string text;
     std::string split = "val";
     int threads = 0;
+    std::string backend = "auto";
+    std::string adapter;  // LoRA adapter file (unmerged), or ""
 };
 int cmd_eval(const EvalArgs& a);
 
@@ -37,6 +41,7 @@ struct BenchArgs {
     int threads = 0;
     int runs = 5;
     bool json = false;
+    std::string backend = "auto";
 };
 int cmd_bench(const BenchArgs& a);
 

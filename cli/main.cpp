@@ -5,6 +5,7 @@
 #include <exception>
 
 #include "cli/commands.h"
+#include "cli/finetune_cmd.h"
 #include "runtime/error.h"
 
 using namespace ember;
@@ -52,6 +53,8 @@ int main(int argc, char** argv) {
                                "UINT"));
     g->add_option("--context", gen.context, "exact | shift | ring")->capture_default_str();
     g->add_option("--threads", gen.threads, "0 = all cores")->capture_default_str()->check(CLI::Range(0, kMaxThreads));
+    g->add_option("--backend", gen.backend, "cpu | cuda | auto (CUDA when a GPU is present)")->capture_default_str();
+    g->add_option("--adapter", gen.adapter, "LoRA adapter file (ember finetune), applied unmerged");
 
     cli::EvalArgs ev;
     auto* e = app.add_subcommand("eval", "mean cross-entropy (nats/token) on a text");
@@ -59,6 +62,37 @@ int main(int argc, char** argv) {
     e->add_option("--text", ev.text, "UTF-8 text file")->required();
     e->add_option("--split", ev.split, "val (last 10% of tokens) | all")->capture_default_str()->check(CLI::IsMember({"val", "all"}));
     e->add_option("--threads", ev.threads, "0 = all cores")->capture_default_str()->check(CLI::Range(0, kMaxThreads));
+    e->add_option("--backend", ev.backend, "cpu | cuda | auto (CUDA when a GPU is present)")->capture_default_str();
+    e->add_option("--adapter", ev.adapter, "LoRA adapter file (ember finetune), applied unmerged");
+
+    cli::FinetuneArgs ft;
+    auto* ftc = app.add_subcommand("finetune", "LoRA fine-tuning on a text (the last 10% held out), or --merge an adapter");
+    ftc->add_option("-m,--model", ft.model, ".ember file (frozen base)")->required();
+    ftc->add_option("--text", ft.text, "UTF-8 training text");
+    ftc->add_option("-o,--out", ft.out, "adapter file to write (with --merge: the new .ember)")->required();
+    ftc->add_option("--steps", ft.opts.steps, "total optimizer steps")->capture_default_str()->check(CLI::Range(0, 1 << 30));
+    ftc->add_option("--eval-every", ft.opts.eval_every, "validation loss and adapter checkpoint every K steps")
+        ->capture_default_str()
+        ->check(CLI::Range(1, 1 << 30));
+    ftc->add_option("--resume", ft.resume, "adapter file of an interrupted run: go on from its step");
+    ftc->add_option("--threads", ft.opts.threads, "0 = all cores")->capture_default_str()->check(CLI::Range(0, kMaxThreads));
+    ftc->add_flag("--skip-unknown", ft.skip_unknown, "drop (and count) characters outside the model's vocabulary");
+    ftc->add_option("--log-every", ft.log_every, "progress line every N steps")->capture_default_str()->check(CLI::Range(1, 1 << 30));
+    ftc->add_flag("--merge", ft.merge, "fold --adapter into the weights, requantized to the base's dtype, written to -o");
+    ftc->add_option("--adapter", ft.adapter, "with --merge: the adapter to fold in");
+    std::vector<CLI::Option*> settings{
+        ftc->add_option("--rank", ft.opts.rank, "LoRA rank r")->capture_default_str()->check(CLI::Range(1, 1 << 16)),
+        ftc->add_option("--alpha", ft.opts.alpha, "LoRA alpha (scale alpha / r)")->capture_default_str(),
+        ftc->add_option("--batch", ft.opts.batch, "sequences per step")->capture_default_str()->check(CLI::Range(1, 4096)),
+        ftc->add_option("--seq", ft.opts.seq, "tokens per sequence (0 = block_size)")->capture_default_str()->check(CLI::Range(0, 1 << 20)),
+        ftc->add_option("--seed", ft.opts.seed, "adapter initialization and data order")
+            ->capture_default_str()
+            ->check(CLI::Validator([](std::string& v) { return v.rfind('-', 0) == 0 ? std::string("must be >= 0") : std::string(); },
+                                   "UINT")),
+        ftc->add_option("--lr", ft.opts.lr, "AdamW learning rate")->capture_default_str(),
+        ftc->add_option("--weight-decay", ft.opts.weight_decay, "AdamW decoupled weight decay")->capture_default_str(),
+        ftc->add_option("--clip", ft.opts.clip, "max gradient norm (0 = off)")->capture_default_str(),
+    };
 
     cli::BenchArgs be;
     auto* b = app.add_subcommand("bench", "prefill and decode tokens/s");
@@ -66,6 +100,7 @@ int main(int argc, char** argv) {
     b->add_option("--threads", be.threads, "0 = all cores")->capture_default_str()->check(CLI::Range(0, kMaxThreads));
     b->add_option("--runs", be.runs, "runs per figure (median)")->capture_default_str()->check(CLI::Range(1, 1000));
     b->add_flag("--json", be.json, "print one JSON line");
+    b->add_option("--backend", be.backend, "cpu | cuda | auto (CUDA when a GPU is present)")->capture_default_str();
 
     cli::FlashArgs fl;
     auto* f = app.add_subcommand("flash", "send a model to ember-console over a serial line");
@@ -104,6 +139,10 @@ int main(int argc, char** argv) {
         if (*e) return cli::cmd_eval(ev);
         if (*b) return cli::cmd_bench(be);
         if (*f) return cli::cmd_flash(fl);
+        if (*ftc) {
+            for (const CLI::Option* o : settings) ft.settings_given = ft.settings_given || o->count() > 0;
+            return cli::cmd_finetune(ft);
+        }
     } catch (const Error& err) {
         std::fflush(stdout);
         std::fprintf(stderr, "ember: error: %s\n", err.what());

@@ -7,20 +7,10 @@
 #include "kernels/cpu/activation.h"
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/layernorm.h"
+#include "kernels/cpu/lora.h"
 #include "runtime/error.h"
 
 namespace ember {
-
-ContextPolicy parse_context_policy(const std::string& s) {
-    if (s == "exact") return ContextPolicy::Exact;
-    if (s == "shift") return ContextPolicy::Shift;
-    if (s == "ring") return ContextPolicy::Ring;
-    fail("context policy '", s, "' is unknown (exact, shift or ring)");
-}
-
-const char* context_policy_name(ContextPolicy p) {
-    return p == ContextPolicy::Exact ? "exact" : p == ContextPolicy::Shift ? "shift" : "ring";
-}
 
 namespace {
 
@@ -39,7 +29,7 @@ int max_groups(const kernels::WeightView& w, int cur) {
 
 }  // namespace
 
-MemoryPlan plan_memory(const Model& model, int threads, bool all_logits) {
+MemoryPlan plan_memory(const Model& model, int threads, bool all_logits, int lora_rank) {
     const ModelConfig& c = model.config();
     const size_t S = c.block_size, C = c.n_embd, F = c.ffn_hidden, V = c.vocab_size, L = c.n_layer;
     MemoryPlan p;
@@ -74,6 +64,7 @@ MemoryPlan plan_memory(const Model& model, int threads, bool all_logits) {
     p.window = take(S * sizeof(int));
     p.sampler_probs = take(V * f4);
     p.sampler_ids = take(V * sizeof(int));
+    p.lora_u = take(S * static_cast<size_t>(lora_rank) * f4);
     p.total = off;
     return p;
 }
@@ -82,17 +73,18 @@ Session::Session(const Model& model, const SessionOptions& opts)
     : model_(model),
       opts_(opts),
       pool_(session_threads(opts.threads)) {
-    plan_ = plan_memory(model, pool_.size(), opts.all_logits);
+    if (opts.adapter && opts.adapter->base_checksum() != model.checksum()) fail("the adapter was made for another model than ", model.path());
+    plan_ = plan_memory(model, pool_.size(), opts.all_logits, opts.adapter ? opts.adapter->rank() : 0);
     arena_ = static_cast<uint8_t*>(std::aligned_alloc(kDataAlignment, plan_.total));
     if (!arena_) fail("cannot allocate the ", plan_.total, "-byte arena for ", model.path());
     std::memset(arena_, 0, plan_.total);
+    ctx_ = ContextWindow(opts.policy, model.config().block_size, buf<int>(plan_.history), buf<int>(plan_.window));
 }
 
 Session::~Session() { std::free(arena_); }
 
 void Session::reset() {
-    n_seen_ = 0;
-    n_cached_ = 0;
+    ctx_.reset();
     last_logits_row_ = 0;
 }
 
@@ -132,6 +124,7 @@ void Session::forward(const int* ids, int T, int pos0, int row0, int n_keys0, bo
         float* vc = buf<float>(plan_.v_cache) + static_cast<size_t>(l) * S * C;
         kernels::layernorm(x, T, C, L.ln_1_w, L.ln_1_b, c.ln_eps, xn);
         kernels::linear(xn, T, L.qkv, L.qkv_b, qkv, scratch, pool_);
+        add_lora(l, LoraTarget::Qkv, xn, T, qkv);
         for (int t = 0; t < T; ++t) {
             const float* row = qkv + static_cast<size_t>(t) * 3 * C;
             std::memcpy(kc + static_cast<size_t>(row0 + t) * C, row + C, C * sizeof(float));
@@ -146,11 +139,14 @@ void Session::forward(const int* ids, int T, int pos0, int row0, int n_keys0, bo
         as.scale = c.attn_scale;
         kernels::attention(qkv, kc, vc, as, att, buf<float>(plan_.scores), S, pool_);
         kernels::linear(att, T, L.proj, L.proj_b, tmp, scratch, pool_);
+        add_lora(l, LoraTarget::Proj, att, T, tmp);
         add(x, tmp, TC);
         kernels::layernorm(x, T, C, L.ln_2_w, L.ln_2_b, c.ln_eps, xn);
         kernels::linear(xn, T, L.fc, L.fc_b, hidden, scratch, pool_);
+        add_lora(l, LoraTarget::Fc, xn, T, hidden);
         kernels::activation(c.activation, hidden, static_cast<size_t>(T) * F);
         kernels::linear(hidden, T, L.fc2, L.fc2_b, tmp, scratch, pool_);
+        add_lora(l, LoraTarget::Fc2, hidden, T, tmp);
         add(x, tmp, TC);
     }
     float* logits = buf<float>(plan_.logits);
@@ -165,79 +161,28 @@ void Session::forward(const int* ids, int T, int pos0, int row0, int n_keys0, bo
     }
 }
 
-void Session::push_history(const int* ids, int n) {
-    const int S = model_.config().block_size;
-    int* hist = buf<int>(plan_.history);
-    for (int i = 0; i < n; ++i) hist[(n_seen_ + i) % S] = ids[i];
-    n_seen_ += n;
-}
-
-void Session::recompute_window(int n_tokens) {
-    const int S = model_.config().block_size;
-    const int* hist = buf<int>(plan_.history);
-    int* window = buf<int>(plan_.window);
-    const int64_t first = n_seen_ - n_tokens;
-    for (int i = 0; i < n_tokens; ++i) window[i] = hist[(first + i) % S];
-    if (n_tokens > 0) forward(window, n_tokens, 0, 0, 1, false);
-    n_cached_ = n_tokens;
+void Session::add_lora(int layer, LoraTarget t, const float* x, int T, float* y) {
+    const LoraAdapter* a = opts_.adapter;
+    if (!a) return;
+    kernels::LoraShape s;
+    s.T = T;
+    s.K = a->in_features(t);
+    s.N = a->out_features(t);
+    s.r = a->rank();
+    s.scale = a->scale();
+    kernels::lora_forward(x, a->A(layer, t), a->B(layer, t), s, buf<float>(plan_.lora_u), y, pool_);
 }
 
 void Session::append(const int* ids, int n) {
-    const ModelConfig& c = model_.config();
-    const int S = c.block_size;
-    for (int i = 0; i < n; ++i) {
-        if (ids[i] < 0 || ids[i] >= c.vocab_size) fail("token id ", ids[i], " at position ", i, " is outside the vocabulary [0, ", c.vocab_size, ")");
-    }
-    int i = 0;
-    while (i < n) {
-        const int left = n - i;
-        switch (opts_.policy) {
-        case ContextPolicy::Exact:
-            if (n_seen_ + left <= S) {
-                const int at = static_cast<int>(n_seen_);
-                push_history(ids + i, left);
-                forward(ids + i, left, at, at, at + 1, false);
-                n_cached_ = at + left;
-            } else {  // the window slides: recompute the last S tokens at positions 0..S-1
-                push_history(ids + i, left);
-                recompute_window(S);
-            }
-            i = n;
-            break;
-        case ContextPolicy::Shift: {
-            if (n_cached_ == S) recompute_window(S / 2);
-            const int chunk = std::min(left, S - n_cached_);
-            push_history(ids + i, chunk);
-            forward(ids + i, chunk, n_cached_, n_cached_, n_cached_ + 1, false);
-            n_cached_ += chunk;
-            i += chunk;
-            break;
-        }
-        case ContextPolicy::Ring:
-            if (n_seen_ < S) {
-                const int at = static_cast<int>(n_seen_);
-                const int chunk = std::min(left, S - at);
-                push_history(ids + i, chunk);
-                forward(ids + i, chunk, at, at, at + 1, false);
-                i += chunk;
-            } else {  // overwrite the oldest slot; the newest token sits at position S-1
-                const int slot = static_cast<int>(n_seen_ % S);
-                push_history(ids + i, 1);
-                forward(ids + i, 1, S - 1, slot, S, false);
-                i += 1;
-            }
-            break;
-        }
-    }
+    check_token_ids(ids, n, model_.config().vocab_size);
+    ctx_.append(ids, n, [this](const int* span, int T, int pos0, int row0, int n_keys0) { forward(span, T, pos0, row0, n_keys0, false); });
 }
 
 const float* Session::forward_window(const int* ids, int T) {
     const ModelConfig& c = model_.config();
     if (!opts_.all_logits) fail("forward_window needs a session planned with all_logits");
     if (T < 1 || T > c.block_size) fail("window of ", T, " tokens is outside [1, block_size = ", c.block_size, "]");
-    for (int i = 0; i < T; ++i) {
-        if (ids[i] < 0 || ids[i] >= c.vocab_size) fail("token id ", ids[i], " at position ", i, " is outside the vocabulary [0, ", c.vocab_size, ")");
-    }
+    check_token_ids(ids, T, c.vocab_size);
     reset();
     forward(ids, T, 0, 0, 1, true);
     return buf<float>(plan_.logits);

@@ -17,18 +17,19 @@
 
 #include "kernels/cpu/linear.h"
 #include "kernels/cpu/thread_pool.h"
+#include "runtime/generator.h"
+#include "runtime/adapter.h"
+#include "runtime/context.h"
 #include "runtime/model.h"
 
 namespace ember {
 
-enum class ContextPolicy { Exact, Shift, Ring };
-ContextPolicy parse_context_policy(const std::string& s);  // throws ember::Error
-const char* context_policy_name(ContextPolicy p);
 
 struct SessionOptions {
     int threads = 0;                  // 0 = all cores; at most 256
     ContextPolicy policy = ContextPolicy::Exact;
     bool all_logits = false;          // plan [S, V] logits for forward_window (eval)
+    const LoraAdapter* adapter = nullptr;  // LoRA on qkv/proj/fc/fc2, unmerged; must outlive the session
 };
 
 // Byte offsets of every buffer in the one arena (64-byte aligned), and its total size.
@@ -42,15 +43,17 @@ struct MemoryPlan {
     size_t window = 0;         // [S] token ids of a recomputed window, oldest first
     size_t sampler_probs = 0;  // [V]
     size_t sampler_ids = 0;    // [V]
+    size_t lora_u = 0;         // [S, r] LoRA's A x (0 bytes without an adapter)
     size_t total = 0;
     int logit_rows = 1;
     int threads = 1;
 };
 
-// Plans the arena for `model` with `threads` threads. Pure arithmetic on the configuration.
-MemoryPlan plan_memory(const Model& model, int threads, bool all_logits);
+// Plans the arena for `model` with `threads` threads (and LoRA rank, 0 = no adapter).
+// Pure arithmetic on the configuration.
+MemoryPlan plan_memory(const Model& model, int threads, bool all_logits, int lora_rank = 0);
 
-class Session {
+class Session : public Generator {  // the CPU backend (generator.h)
 public:
     // Plans and allocates the arena, starts the thread pool. Throws ember::Error.
     Session(const Model& model, const SessionOptions& opts);
@@ -70,7 +73,7 @@ public:
     // logits [T, V] for every position. Needs SessionOptions::all_logits. Resets the sequence.
     const float* forward_window(const int* ids, int T);
 
-    int64_t tokens_seen() const { return n_seen_; }
+    int64_t tokens_seen() const { return ctx_.tokens_seen(); }
     const MemoryPlan& plan() const { return plan_; }
     int threads() const { return pool_.size(); }
     float* sampler_probs() const;  // [V] scratch for a Sampler
@@ -80,8 +83,8 @@ private:
     // Runs ids [T] at positions pos0.., writing K/V to cache rows row0..row0+T-1; query t
     // sees rows [0, n_keys0 + t). Logits for the last row, or all rows.
     void forward(const int* ids, int T, int pos0, int row0, int n_keys0, bool all_rows);
-    void push_history(const int* ids, int n);
-    void recompute_window(int n_tokens);  // the newest n_tokens of history at positions 0..
+    // y [T, out] += adapter's scale * B (A x) for target t of layer l (no-op without adapter).
+    void add_lora(int layer, LoraTarget t, const float* x, int T, float* y);
     template <typename T>
     T* buf(size_t off) const { return reinterpret_cast<T*>(arena_ + off); }
 
@@ -90,8 +93,7 @@ private:
     MemoryPlan plan_;
     kernels::ThreadPool pool_;
     uint8_t* arena_ = nullptr;
-    int64_t n_seen_ = 0;     // tokens appended since reset
-    int n_cached_ = 0;       // valid KV rows (exact, shift)
+    ContextWindow ctx_{ContextPolicy::Exact, 1, nullptr, nullptr};  // set once the arena exists
     int last_logits_row_ = 0;
 };
 

@@ -11,6 +11,7 @@
 #include "runtime/error.h"
 #include "runtime/model.h"
 #include "runtime/sampler.h"
+#include "runtime/finetune.h"
 #include "runtime/session.h"
 #include "runtime/tokenizer.h"
 #include "test_util.h"
@@ -222,4 +223,36 @@ TEST_CASE("memory plan: the arena of the fixture model stays at its budget") {
     const MemoryPlan e = plan_memory(*model, 2, true);
     CHECK(e.total - p.total < static_cast<size_t>(16 * 37 * 4 + 64));
     MESSAGE("arena bytes: generate ", p.total, ", eval ", e.total);
+}
+
+TEST_CASE("a fine-tuning step and decoding with a LoRA adapter allocate nothing") {
+    test::TempDir dir;
+    for (auto dt : {convert::WeightDType::F32, convert::WeightDType::Int8}) {
+        auto model = Model::open(convert_to(dir, dt));
+        LoraAdapter adapter(*model, 4, 8.0f);
+        adapter.init(3);
+        Trainer tr(*model, adapter, 2, model->config().block_size, kernels::AdamWParams{}, 1.0f, 2);
+        std::vector<int> x(2 * model->config().block_size), y(x.size());
+        for (size_t i = 0; i < x.size(); ++i) {
+            x[i] = static_cast<int>(i * 7 % model->config().vocab_size);
+            y[i] = static_cast<int>((i * 7 + 1) % model->config().vocab_size);
+        }
+        tr.step(x.data(), y.data());
+        const long before = g_allocations.load();
+        for (int i = 0; i < 3; ++i) tr.step(x.data(), y.data());
+        CHECK(g_allocations.load() - before == 0);
+
+        SessionOptions so;
+        so.threads = 2;
+        so.adapter = &adapter;
+        Session s(*model, so);
+        int id = 0;
+        s.append(&id, 1);
+        const long before_decode = g_allocations.load();
+        for (int i = 0; i < 2 * model->config().block_size; ++i) {
+            id = (id * 5 + 1) % model->config().vocab_size;
+            s.append(&id, 1);
+        }
+        CHECK(g_allocations.load() - before_decode == 0);
+    }
 }

@@ -10,8 +10,12 @@
 
 namespace ember::test {
 
-// The repository root (tests run from there under ctest; EMBER_SOURCE_DIR otherwise).
-inline std::string source_dir() { return EMBER_SOURCE_DIR; }
+// The repository root: $EMBER_SOURCE_DIR when set (a binary built elsewhere, as on the GPU
+// machine of tests/device/run.sh), else the one compiled in.
+inline std::string source_dir() {
+    const char* env = std::getenv("EMBER_SOURCE_DIR");
+    return env && *env ? std::string(env) : std::string(EMBER_SOURCE_DIR);
+}
 inline std::string fixture(const std::string& rel) { return source_dir() + "/tests/fixtures/" + rel; }
 // ../shared beside the repository, or $EMBER_SHARED_DIR.
 inline std::string shared_dir() {

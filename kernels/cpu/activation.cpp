@@ -40,3 +40,52 @@ void activation(ActivationKind kind, float* x, size_t n) {
 }
 
 }  // namespace ember::kernels
+
+namespace ember::kernels {
+
+namespace {
+constexpr double kInvSqrt2Pi = 0.3989422804014327;  // 1 / sqrt(2 pi)
+}
+
+void activation_backward_ref(ActivationKind kind, const float* pre, const float* dy, float* dx, size_t n) {
+    for (size_t i = 0; i < n; ++i) {
+        const double v = pre[i];
+        double d = 0.0;
+        switch (kind) {
+        case ActivationKind::ReLU: d = v > 0.0 ? 1.0 : 0.0; break;
+        case ActivationKind::GeluErf: d = 0.5 * (1.0 + std::erf(v * kInvSqrt2)) + v * std::exp(-0.5 * v * v) * kInvSqrt2Pi; break;
+        case ActivationKind::GeluTanh: {
+            const double t = std::tanh(kSqrt2OverPi * (v + 0.044715 * v * v * v));
+            d = 0.5 * (1.0 + t) + 0.5 * v * (1.0 - t * t) * kSqrt2OverPi * (1.0 + 3.0 * 0.044715 * v * v);
+            break;
+        }
+        }
+        dx[i] = static_cast<float>(dy[i] * d);
+    }
+}
+
+void activation_backward(ActivationKind kind, const float* pre, const float* dy, float* dx, size_t n) {
+    switch (kind) {
+    case ActivationKind::ReLU:
+        for (size_t i = 0; i < n; ++i) dx[i] = pre[i] > 0.0f ? dy[i] : 0.0f;
+        break;
+    case ActivationKind::GeluErf:
+        for (size_t i = 0; i < n; ++i) {
+            const float v = pre[i];
+            const float d = 0.5f * (1.0f + std::erf(v * static_cast<float>(kInvSqrt2))) +
+                            v * std::exp(-0.5f * v * v) * static_cast<float>(kInvSqrt2Pi);
+            dx[i] = dy[i] * d;
+        }
+        break;
+    case ActivationKind::GeluTanh:
+        for (size_t i = 0; i < n; ++i) {
+            const float v = pre[i];
+            const float k = static_cast<float>(kSqrt2OverPi);
+            const float t = std::tanh(k * (v + 0.044715f * v * v * v));
+            dx[i] = dy[i] * (0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * k * (1.0f + 3.0f * 0.044715f * v * v));
+        }
+        break;
+    }
+}
+
+}  // namespace ember::kernels

@@ -14,4 +14,9 @@ enum class ActivationKind { ReLU, GeluErf, GeluTanh };
 void activation_ref(ActivationKind kind, float* x, size_t n);  // double precision
 void activation(ActivationKind kind, float* x, size_t n);
 
+// Backward: dx[i] = dy[i] * f'(pre[i]) with pre the input of the forward (ReLU' (0) = 0, as
+// torch). dx may alias dy.
+void activation_backward_ref(ActivationKind kind, const float* pre, const float* dy, float* dx, size_t n);
+void activation_backward(ActivationKind kind, const float* pre, const float* dy, float* dx, size_t n);
+
 }  // namespace ember::kernels

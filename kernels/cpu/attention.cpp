@@ -137,3 +137,99 @@ void attention(const float* q, const float* k, const float* v, const AttentionSh
 }
 
 }  // namespace ember::kernels
+
+namespace ember::kernels {
+
+void attention_backward_ref(const float* qkv, const float* dout, int B, int T, int n_head, int hs, float scale,
+                            float* dqkv) {
+    const int C = n_head * hs;
+    const size_t ld = 3 * static_cast<size_t>(C);
+    std::vector<double> p(T), dp(T);
+    for (size_t i = 0; i < static_cast<size_t>(B) * T * ld; ++i) dqkv[i] = 0.0f;
+    for (int b = 0; b < B; ++b) {
+        const float* base = qkv + static_cast<size_t>(b) * T * ld;
+        float* dbase = dqkv + static_cast<size_t>(b) * T * ld;
+        for (int h = 0; h < n_head; ++h) {
+            for (int t = 0; t < T; ++t) {
+                const float* q = base + t * ld + h * hs;
+                const float* dot = dout + (static_cast<size_t>(b) * T + t) * C + h * hs;
+                double mx = -INFINITY;
+                for (int j = 0; j <= t; ++j) {
+                    const float* k = base + j * ld + C + h * hs;
+                    double s = 0.0;
+                    for (int d = 0; d < hs; ++d) s += static_cast<double>(q[d]) * k[d];
+                    p[j] = s * scale;
+                    mx = std::max(mx, p[j]);
+                }
+                double sum = 0.0;
+                for (int j = 0; j <= t; ++j) sum += (p[j] = std::exp(p[j] - mx));
+                double pd = 0.0;
+                for (int j = 0; j <= t; ++j) {
+                    p[j] /= sum;
+                    const float* v = base + j * ld + 2 * C + h * hs;
+                    double s = 0.0;
+                    for (int d = 0; d < hs; ++d) s += static_cast<double>(dot[d]) * v[d];
+                    dp[j] = s;
+                    pd += p[j] * s;
+                }
+                for (int j = 0; j <= t; ++j) {
+                    const double ds = p[j] * (dp[j] - pd) * scale;
+                    const float* k = base + j * ld + C + h * hs;
+                    float* dq = dbase + t * ld + h * hs;
+                    float* dk = dbase + j * ld + C + h * hs;
+                    float* dv = dbase + j * ld + 2 * C + h * hs;
+                    for (int d = 0; d < hs; ++d) {
+                        dq[d] += static_cast<float>(ds * k[d]);
+                        dk[d] += static_cast<float>(ds * q[d]);
+                        dv[d] += static_cast<float>(p[j] * dot[d]);
+                    }
+                }
+            }
+        }
+    }
+}
+
+void attention_backward(const float* qkv, const float* dout, int B, int T, int n_head, int hs, float scale, float* dqkv,
+                        float* scratch, ThreadPool& pool) {
+    const int C = n_head * hs;
+    const size_t ld = 3 * static_cast<size_t>(C);
+    pool.run(B * n_head, [&](int item, int thread) {
+        const int b = item / n_head;
+        const int h = item % n_head;
+        const float* base = qkv + static_cast<size_t>(b) * T * ld;
+        float* dbase = dqkv + static_cast<size_t>(b) * T * ld;
+        float* p = scratch + static_cast<size_t>(thread) * 2 * T;
+        float* dp = p + T;
+        for (int t = 0; t < T; ++t) {
+            for (int part = 0; part < 3; ++part) std::fill(dbase + t * ld + part * C + h * hs, dbase + t * ld + part * C + (h + 1) * hs, 0.0f);
+        }
+        for (int t = 0; t < T; ++t) {
+            const float* q = base + t * ld + h * hs;
+            const float* dot = dout + (static_cast<size_t>(b) * T + t) * C + h * hs;
+            scores_of(q, base + C + h * hs, static_cast<int>(ld), t + 1, hs, scale, p);
+            float mx = -INFINITY;
+            for (int j = 0; j <= t; ++j) mx = std::max(mx, p[j]);
+            float sum = 0.0f;
+            for (int j = 0; j <= t; ++j) sum += (p[j] = std::exp(p[j] - mx));
+            const float inv = 1.0f / sum;
+            scores_of(dot, base + 2 * C + h * hs, static_cast<int>(ld), t + 1, hs, 1.0f, dp);
+            float pd = 0.0f;
+            for (int j = 0; j <= t; ++j) pd += (p[j] *= inv) * dp[j];
+            float* dq = dbase + t * ld + h * hs;
+            for (int j = 0; j <= t; ++j) {
+                const float ds = p[j] * (dp[j] - pd) * scale;
+                const float pj = p[j];
+                const float* k = base + j * ld + C + h * hs;
+                float* dk = dbase + j * ld + C + h * hs;
+                float* dv = dbase + j * ld + 2 * C + h * hs;
+                for (int d = 0; d < hs; ++d) {
+                    dq[d] += ds * k[d];
+                    dk[d] += ds * q[d];
+                    dv[d] += pj * dot[d];
+                }
+            }
+        }
+    });
+}
+
+}  // namespace ember::kernels

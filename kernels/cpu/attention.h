@@ -33,4 +33,16 @@ void attention_ref(const float* q, const float* k, const float* v, const Attenti
 void attention(const float* q, const float* k, const float* v, const AttentionShape& s, float* out,
                float* scores, int scores_ld, ThreadPool& pool);
 
+// Training backward: B sequences of T tokens in the fused layout qkv [B, T, 3C] (q | k | v,
+// heads in order), causal (query t sees keys 0..t), as the forward above computes with
+// n_keys0 = 1. From dout [B, T, C] it writes dqkv [B, T, 3C] (overwritten): with p the
+// softmax row and dp_j = dout_t . v_j, ds_j = p_j (dp_j - sum_i p_i dp_i);
+// dq_t = scale sum_j ds_j k_j, dk_j += scale ds_j q_t, dv_j += p_j dout_t.
+// Probabilities are recomputed from q and k, never stored. scratch: [pool.size(), 2T] floats.
+// (b, h) pairs are split across the pool; allocates nothing.
+void attention_backward_ref(const float* qkv, const float* dout, int B, int T, int n_head, int head_size, float scale,
+                            float* dqkv);
+void attention_backward(const float* qkv, const float* dout, int B, int T, int n_head, int head_size, float scale,
+                        float* dqkv, float* scratch, ThreadPool& pool);
+
 }  // namespace ember::kernels

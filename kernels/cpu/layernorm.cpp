@@ -45,3 +45,55 @@ void layernorm(const float* x, int T, int C, const float* weight, const float* b
 }
 
 }  // namespace ember::kernels
+
+namespace ember::kernels {
+
+void layernorm_backward_ref(const float* x, int T, int C, const float* weight, float eps, const float* dy, float* dx) {
+    for (int t = 0; t < T; ++t) {
+        const float* xr = x + static_cast<size_t>(t) * C;
+        const float* g = dy + static_cast<size_t>(t) * C;
+        float* o = dx + static_cast<size_t>(t) * C;
+        double mean = 0.0, var = 0.0;
+        for (int c = 0; c < C; ++c) mean += xr[c];
+        mean /= C;
+        for (int c = 0; c < C; ++c) var += (xr[c] - mean) * (xr[c] - mean);
+        const double rstd = 1.0 / std::sqrt(var / C + eps);
+        double mg = 0.0, mgx = 0.0;
+        for (int c = 0; c < C; ++c) {
+            const double gw = static_cast<double>(g[c]) * weight[c];
+            mg += gw;
+            mgx += gw * (xr[c] - mean) * rstd;
+        }
+        mg /= C;
+        mgx /= C;
+        for (int c = 0; c < C; ++c) {
+            const double xhat = (xr[c] - mean) * rstd;
+            o[c] += static_cast<float>(rstd * (static_cast<double>(g[c]) * weight[c] - mg - xhat * mgx));
+        }
+    }
+}
+
+void layernorm_backward(const float* x, int T, int C, const float* weight, float eps, const float* dy, float* dx) {
+    for (int t = 0; t < T; ++t) {
+        const float* xr = x + static_cast<size_t>(t) * C;
+        const float* g = dy + static_cast<size_t>(t) * C;
+        float* o = dx + static_cast<size_t>(t) * C;
+        float sum = 0.0f;
+        for (int c = 0; c < C; ++c) sum += xr[c];
+        const float mean = sum / C;
+        float sq = 0.0f;
+        for (int c = 0; c < C; ++c) sq += (xr[c] - mean) * (xr[c] - mean);
+        const float rstd = 1.0f / std::sqrt(sq / C + eps);
+        float mg = 0.0f, mgx = 0.0f;
+        for (int c = 0; c < C; ++c) {
+            const float gw = g[c] * weight[c];
+            mg += gw;
+            mgx += gw * (xr[c] - mean) * rstd;
+        }
+        mg /= C;
+        mgx /= C;
+        for (int c = 0; c < C; ++c) o[c] += rstd * (g[c] * weight[c] - mg - (xr[c] - mean) * rstd * mgx);
+    }
+}
+
+}  // namespace ember::kernels

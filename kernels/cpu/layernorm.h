@@ -13,4 +13,10 @@ void layernorm_ref(const float* x, int T, int C, const float* weight, const floa
 // large equal magnitude where the one-pass E[x^2] - E[x]^2 formula cancels.
 void layernorm(const float* x, int T, int C, const float* weight, const float* bias, float eps, float* out);
 
+// Backward to the input only (weight and bias are frozen): with xhat = (x - mean) * rstd and
+// g = dy * weight, dx = rstd * (g - mean(g) - xhat * mean(g * xhat)) per row, ADDED to dx
+// [T, C] (the residual stream's gradient accumulates). Mean and rstd are recomputed from x.
+void layernorm_backward_ref(const float* x, int T, int C, const float* weight, float eps, const float* dy, float* dx);
+void layernorm_backward(const float* x, int T, int C, const float* weight, float eps, const float* dy, float* dx);
+
 }  // namespace ember::kernels

@@ -242,3 +242,52 @@ void linear(const float* x, int T, const WeightView& w, const float* bias, float
 }
 
 }  // namespace ember::kernels
+
+namespace ember::kernels {
+
+void linear_backward_input_ref(const float* dy, int T, const WeightView& w, float* dx, bool accumulate) {
+    const int N = w.rows, K = w.cols;
+    std::vector<float> row(K);
+    std::vector<double> acc(static_cast<size_t>(T) * K, 0.0);
+    for (int n = 0; n < N; ++n) {
+        dequantize_row(w, n, row.data());
+        for (int t = 0; t < T; ++t) {
+            const double g = dy[static_cast<size_t>(t) * N + n];
+            for (int k = 0; k < K; ++k) acc[static_cast<size_t>(t) * K + k] += g * row[k];
+        }
+    }
+    for (size_t i = 0; i < acc.size(); ++i) dx[i] = static_cast<float>(acc[i] + (accumulate ? dx[i] : 0.0f));
+}
+
+namespace {
+constexpr int kBackwardRows = 16;  // rows of dx per pass over W: one dequantized row serves 16
+}
+
+void linear_backward_input(const float* dy, int T, const WeightView& w, float* dx, bool accumulate, float* row_scratch,
+                           ThreadPool& pool) {
+    const int N = w.rows, K = w.cols;
+    pool.parallel_for(T, kBackwardRows, [&](int t_begin, int t_end, int thread) {
+        float* row = row_scratch + static_cast<size_t>(thread) * K;
+        for (int t0 = t_begin; t0 < t_end; t0 += kBackwardRows) {
+            const int t1 = std::min(t_end, t0 + kBackwardRows);
+            if (!accumulate) std::fill(dx + static_cast<size_t>(t0) * K, dx + static_cast<size_t>(t1) * K, 0.0f);
+            for (int n = 0; n < N; ++n) {
+                const float* wr;
+                if (w.type == WType::F32) {
+                    wr = static_cast<const float*>(w.data) + static_cast<size_t>(n) * K;
+                } else {
+                    dequantize_row(w, n, row);
+                    wr = row;
+                }
+                for (int t = t0; t < t1; ++t) {
+                    const float g = dy[static_cast<size_t>(t) * N + n];
+                    if (g == 0.0f) continue;
+                    float* o = dx + static_cast<size_t>(t) * K;
+                    for (int k = 0; k < K; ++k) o[k] += g * wr[k];
+                }
+            }
+        }
+    });
+}
+
+}  // namespace ember::kernels

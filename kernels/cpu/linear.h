@@ -33,4 +33,12 @@ void linear_ref(const float* x, int T, const WeightView& w, const float* bias, f
 void linear(const float* x, int T, const WeightView& w, const float* bias, float* y,
             const LinearScratch& scratch, ThreadPool& pool);
 
+// Backward to the input of a frozen linear layer: dx [T, K] (+)= dy [T, N] @ W (W [N, K]).
+// W is dequantized on the fly one row at a time into `row_scratch` ([pool.size(), K] floats;
+// unused for f32), never copied whole. accumulate: add to dx instead of overwriting it.
+// Rows of dx are split across the pool; allocates nothing.
+void linear_backward_input_ref(const float* dy, int T, const WeightView& w, float* dx, bool accumulate);
+void linear_backward_input(const float* dy, int T, const WeightView& w, float* dx, bool accumulate, float* row_scratch,
+                           ThreadPool& pool);
+
 }  // namespace ember::kernels

@@ -20,7 +20,10 @@ void dequantize_row(const WeightView& w, int row, float* out) {
     case WType::I8: {
         const int8_t* src = static_cast<const int8_t*>(w.data) + base;
         const float* s = w.scales + static_cast<size_t>(row) * w.groups_per_row();
-        for (int j = 0; j < w.cols; ++j) out[j] = static_cast<float>(src[j]) * s[j / w.group_size];
+        for (int j0 = 0, g = 0; j0 < w.cols; j0 += w.group_size, ++g) {  // group by group: no division per element
+            const int j1 = j0 + w.group_size < w.cols ? j0 + w.group_size : w.cols;
+            for (int j = j0; j < j1; ++j) out[j] = static_cast<float>(src[j]) * s[g];
+        }
         break;
     }
     }

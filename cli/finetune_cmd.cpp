@@ -1,0 +1,110 @@
+#include "cli/finetune_cmd.h"
+
+#include <cmath>
+#include <csignal>
+#include <cstdio>
+
+#include "converter/merge.h"
+#include "runtime/error.h"
+#include "runtime/model.h"
+#include "runtime/tokenizer.h"
+#include "runtime/utf8.h"
+
+namespace ember::cli {
+
+namespace {
+
+// Ctrl-C asks the run to stop after the current step (then the adapter is written). A signal
+// handler can reach only static storage, hence this one file-local flag.
+std::atomic<bool> g_interrupted{false};
+extern "C" void on_sigint(int) { g_interrupted.store(true); }
+
+int merge(const FinetuneArgs& a) {
+    if (a.adapter.empty()) fail("--merge needs --adapter ADAPTER (the adapter to fold into the weights)");
+    if (!a.text.empty() || !a.resume.empty()) fail("--merge folds an existing adapter; it takes no --text or --resume");
+    auto model = Model::open(a.model);
+    auto adapter = LoraAdapter::load(a.adapter, *model);
+    const convert::WriteReport r = convert::merge_adapter(*model, *adapter, a.adapter, a.out);
+    std::printf("merged %s (rank %d, alpha %g) into %s: %llu bytes, weights as %s\n", printable(a.adapter, 200).c_str(),
+                adapter->rank(), adapter->alpha(), printable(a.out, 200).c_str(), static_cast<unsigned long long>(r.file_bytes),
+                r.tensors.empty() ? "?" : r.tensors.front().dtype.c_str());
+    return 0;
+}
+
+}  // namespace
+
+int cmd_finetune(const FinetuneArgs& a) {
+    if (a.merge) return merge(a);
+    if (!a.adapter.empty()) fail("--adapter is for --merge; to go on training an adapter use --resume");
+    if (a.text.empty()) fail("finetune needs --text FILE (the last 10% is held out for validation)");
+    auto model = Model::open(a.model);
+    const ModelConfig& c = model->config();
+    const CharTokenizer tok(model->code_points());
+    int64_t skipped = 0;
+    std::vector<int> ids = encode_training_text(tok, read_text_file(a.text), printable(a.text, 200), a.skip_unknown, &skipped);
+    std::unique_ptr<LoraAdapter> adapter;
+    if (!a.resume.empty()) {
+        adapter = LoraAdapter::load(a.resume, *model);
+        if (!adapter->train.present) fail(printable(a.resume, 200), ": holds no training state to resume from");
+        if (a.settings_given) {
+            fail("--resume takes rank, alpha, batch, seq, seed, lr, weight decay and clip from ", printable(a.resume, 200),
+                 "; give only --steps, --eval-every, --threads");
+        }
+    } else {
+        adapter = std::make_unique<LoraAdapter>(*model, a.opts.rank, a.opts.alpha);
+    }
+    FinetuneRun run(*model, *adapter, std::move(ids), a.opts);
+    const FinetuneOptions& o = run.options();
+    std::printf("model: %s (n_layer %d, n_embd %d, block_size %d, vocab_size %d)\n", printable(a.model, 200).c_str(), c.n_layer,
+                c.n_embd, c.block_size, c.vocab_size);
+    std::printf("text: %s: %lld training tokens, %lld held out (last 10%%)", printable(a.text, 200).c_str(),
+                static_cast<long long>(run.train_tokens()), static_cast<long long>(run.val_tokens()));
+    if (skipped) std::printf(", %lld characters outside the vocabulary skipped", static_cast<long long>(skipped));
+    std::printf("\n");
+    std::printf("LoRA: rank %d, alpha %g on qkv, proj, fc, fc2 (%zu values); batch %d x seq %d, lr %g, weight decay %g, clip %g, "
+                "seed %llu; %d threads; training arena %zu bytes\n",
+                adapter->rank(), adapter->alpha(), adapter->size(), o.batch, o.seq, o.lr, o.weight_decay, o.clip,
+                static_cast<unsigned long long>(o.seed), run.trainer().threads(), run.trainer().plan().total);
+    const int64_t first = run.step();
+    if (first >= o.steps) {
+        std::printf("step %lld: already at --steps %lld, nothing to do\n", static_cast<long long>(first), static_cast<long long>(o.steps));
+        adapter->save(a.out);
+        return 0;
+    }
+    std::printf("step %lld: val loss %.4f%s\n", static_cast<long long>(first), run.validation_loss(), first ? " (resumed)" : " (before)");
+    std::fflush(stdout);
+    g_interrupted.store(false);
+    auto previous = std::signal(SIGINT, on_sigint);
+    int64_t skipped_steps = 0;
+    double last_val = -1.0, last_tps = 0.0;
+    try {
+        run.run(a.out, [&](const FinetuneProgress& p) {
+            last_tps = p.tokens_per_s;
+            if (p.result.skipped) {
+                ++skipped_steps;
+                std::printf("step %lld: non-finite %s (%g); step skipped, nothing updated\n", static_cast<long long>(p.step),
+                            std::isfinite(p.result.loss) ? "gradient" : "loss",
+                            std::isfinite(p.result.loss) ? p.result.grad_norm : p.result.loss);
+            }
+            if (p.val_loss >= 0) last_val = p.val_loss;
+            if (p.val_loss >= 0 || p.step % a.log_every == 0 || p.step == first + 1) {
+                std::printf("step %lld/%lld  loss %.4f", static_cast<long long>(p.step), static_cast<long long>(p.steps), p.result.loss);
+                if (p.val_loss >= 0) std::printf("  val %.4f", p.val_loss);
+                std::printf("  %.0f tokens/s%s\n", p.tokens_per_s, p.saved ? "  (saved)" : "");
+            }
+            std::fflush(stdout);
+        }, &g_interrupted);
+    } catch (...) {
+        std::signal(SIGINT, previous);
+        throw;
+    }
+    std::signal(SIGINT, previous);
+    if (g_interrupted.load()) std::printf("interrupted at step %lld\n", static_cast<long long>(run.step()));
+    if (last_val < 0 || g_interrupted.load()) last_val = run.validation_loss();
+    std::printf("wrote %s at step %lld: val loss %.4f, %.0f tokens/s%s\n", printable(a.out, 200).c_str(),
+                static_cast<long long>(run.step()), last_val, last_tps,
+                skipped_steps ? (", " + std::to_string(skipped_steps) + " step(s) skipped").c_str() : "");
+    return 0;
+}
+
+}  // namespace ember::cli

@@ -1,0 +1,26 @@
+// `ember finetune`: LoRA fine-tuning on a text (runtime/finetune.h), or with --merge, an
+// adapter folded into a new .ember (converter/merge.h).
+#pragma once
+
+#include <string>
+
+#include "runtime/finetune.h"
+
+namespace ember::cli {
+
+struct FinetuneArgs {
+    std::string model;
+    std::string text;
+    std::string out;
+    std::string resume;       // adapter to go on from
+    std::string adapter;      // --merge: the adapter to fold in
+    bool merge = false;
+    bool skip_unknown = false;
+    int log_every = 10;
+    FinetuneOptions opts;
+    bool settings_given = false;  // --rank/--alpha/--batch/--seq/--seed/--lr/... on the line
+};
+
+int cmd_finetune(const FinetuneArgs& a);
+
+}  // namespace ember::cli

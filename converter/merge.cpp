@@ -1,0 +1,125 @@
+#include "converter/merge.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <map>
+
+#include "kernels/cpu/weights.h"
+#include "runtime/error.h"
+#include "runtime/sha256.h"
+#include "runtime/utf8.h"
+
+namespace ember::convert {
+
+namespace {
+
+std::string file_name(const std::string& p) {
+    const size_t s = p.find_last_of('/');
+    return s == std::string::npos ? p : p.substr(s + 1);
+}
+
+std::vector<float> dequantize(const kernels::WeightView& w) {
+    std::vector<float> out(static_cast<size_t>(w.rows) * w.cols);
+    for (int r = 0; r < w.rows; ++r) kernels::dequantize_row(w, r, out.data() + static_cast<size_t>(r) * w.cols);
+    return out;
+}
+
+}  // namespace
+
+WriteReport merge_adapter(const Model& model, const LoraAdapter& adapter, const std::string& adapter_path,
+                          const std::string& out_path) {
+    const ModelConfig& c = model.config();
+    const ModelWeights& w = model.weights();
+    if (adapter.base_checksum() != model.checksum()) fail("the adapter was made for another model than ", model.path());
+    // every tensor of the file by its canonical name
+    std::map<std::string, kernels::WeightView> mats;
+    std::map<std::string, const float*> vecs;
+    mats["wte"] = w.wte;
+    mats["wpe"] = w.wpe;
+    if (!c.tied_lm_head) mats["lm_head.weight"] = w.lm_head;
+    vecs["lm_head.bias"] = w.lm_head_b;
+    vecs["ln_f.weight"] = w.ln_f_w;
+    vecs["ln_f.bias"] = w.ln_f_b;
+    for (int l = 0; l < c.n_layer; ++l) {
+        const LayerWeights& L = w.layers[l];
+        auto n = [&](const char* s) { return layer_tensor_name(l, s); };
+        mats[n("qkv.weight")] = L.qkv;
+        mats[n("proj.weight")] = L.proj;
+        mats[n("fc.weight")] = L.fc;
+        mats[n("fc2.weight")] = L.fc2;
+        vecs[n("ln_1.weight")] = L.ln_1_w;
+        vecs[n("ln_1.bias")] = L.ln_1_b;
+        vecs[n("qkv.bias")] = L.qkv_b;
+        vecs[n("proj.bias")] = L.proj_b;
+        vecs[n("ln_2.weight")] = L.ln_2_w;
+        vecs[n("ln_2.bias")] = L.ln_2_b;
+        vecs[n("fc.bias")] = L.fc_b;
+        vecs[n("fc2.bias")] = L.fc2_b;
+    }
+    // the adapted weights by name
+    std::map<std::string, std::pair<int, LoraTarget>> adapted;
+    for (int l = 0; l < c.n_layer; ++l) {
+        adapted[layer_tensor_name(l, "qkv.weight")] = {l, LoraTarget::Qkv};
+        adapted[layer_tensor_name(l, "proj.weight")] = {l, LoraTarget::Proj};
+        adapted[layer_tensor_name(l, "fc.weight")] = {l, LoraTarget::Fc};
+        adapted[layer_tensor_name(l, "fc2.weight")] = {l, LoraTarget::Fc2};
+    }
+
+    CanonicalModel cm;
+    cm.config = c;
+    WriteOptions wo;
+    wo.group_size = 0;
+    bool whole_rows = true;
+    std::string dtype;
+    for (const TensorInfo& t : model.tensors()) {
+        CanonicalTensor ct;
+        ct.name = t.name;
+        ct.shape.assign(t.shape.begin(), t.shape.end());
+        ct.source = t.name;
+        if (t.shape.size() == 2) {
+            const kernels::WeightView& v = mats.at(t.name);
+            ct.values = dequantize(v);
+            if (dtype.empty()) dtype = t.dtype;
+            // the converter's --group-size, clamped to each row: the largest stored group
+            wo.group_size = std::max(wo.group_size, static_cast<int>(t.group_size));
+            if (t.dtype != dtype) fail(printable(t.name), ": mixed weight dtypes (", dtype, ", ", t.dtype, ") cannot be merged into one");
+            if (t.dtype == "int8" && static_cast<int>(t.group_size) != v.cols) whole_rows = false;
+            auto it = adapted.find(t.name);
+            if (it != adapted.end()) {
+                const int l = it->second.first;
+                const LoraTarget tt = it->second.second;
+                const int r = adapter.rank(), K = adapter.in_features(tt), N = adapter.out_features(tt);
+                const float* A = adapter.A(l, tt);
+                const float* B = adapter.B(l, tt);
+                const double s = adapter.scale();
+                for (int n = 0; n < N; ++n) {
+                    for (int k = 0; k < K; ++k) {
+                        double acc = 0.0;
+                        for (int i = 0; i < r; ++i) acc += static_cast<double>(B[static_cast<size_t>(n) * r + i]) * A[static_cast<size_t>(i) * K + k];
+                        ct.values[static_cast<size_t>(n) * K + k] += static_cast<float>(s * acc);
+                    }
+                }
+            }
+        } else {
+            const float* p = vecs.at(t.name);
+            ct.values.assign(p, p + t.shape[0]);
+        }
+        cm.tensors.push_back(std::move(ct));
+    }
+    wo.dtype = parse_dtype(dtype);
+    if (wo.dtype == WeightDType::Int8 && whole_rows) wo.group_size = 0;
+    ProvenanceInfo prov;
+    prov.source_file = file_name(model.path()) + " + LoRA " + file_name(adapter_path);
+    prov.source_sha256 = sha256_file(model.path());
+    prov.vocab_source = file_name(model.path());
+    WriteReport rep = write_ember(cm, model.code_points(), prov, wo, out_path);
+    try {
+        Model::open(out_path);  // the result must load, or it goes
+    } catch (...) {
+        std::remove(out_path.c_str());
+        throw;
+    }
+    return rep;
+}
+
+}  // namespace ember::convert

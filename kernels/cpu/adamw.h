@@ -1,0 +1,33 @@
+// The optimizer of fine-tuning: gradient-norm clipping (torch.nn.utils.clip_grad_norm_) and
+// AdamW (Loshchilov & Hutter 2019, decoupled weight decay) exactly as torch.optim.AdamW
+// (amsgrad off, maximize off) computes one step t >= 1 on parameters p with gradient g:
+//   p *= 1 - lr * weight_decay
+//   m = beta1 m + (1 - beta1) g;  v = beta2 v + (1 - beta2) g^2
+//   p -= lr / (1 - beta1^t) * m / (sqrt(v) / sqrt(1 - beta2^t) + eps)
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace ember::kernels {
+
+struct AdamWParams {
+    float lr = 1e-3f;
+    float beta1 = 0.9f;
+    float beta2 = 0.999f;
+    float eps = 1e-8f;
+    float weight_decay = 0.01f;  // torch.optim.AdamW's default
+};
+
+// ||g||_2 over n values, accumulated in double (inf or NaN when g holds one).
+double grad_norm(const float* g, size_t n);
+
+// clip_grad_norm_(max_norm): when norm > max_norm, g *= max_norm / (norm + 1e-6).
+// Returns the factor applied (1 when none).
+float clip_grad_norm(float* g, size_t n, double norm, float max_norm);
+
+// One AdamW step t (1-based) over n parameters; m and v [n] are the moments, updated.
+void adamw_step_ref(float* p, const float* g, float* m, float* v, size_t n, const AdamWParams& a, int64_t t);
+void adamw_step(float* p, const float* g, float* m, float* v, size_t n, const AdamWParams& a, int64_t t);
+
+}  // namespace ember::kernels

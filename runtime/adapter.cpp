@@ -1,0 +1,212 @@
+#include "runtime/adapter.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <random>
+
+#include "adapter_generated.h"
+#include "runtime/error.h"
+#include "runtime/utf8.h"
+
+namespace ember {
+
+namespace {
+
+constexpr uint32_t kAdapterVersion = 1;
+constexpr size_t kMaxAdapterBytes = size_t(1) << 30;
+
+std::string hex64(uint64_t v) {
+    char b[17];
+    std::snprintf(b, sizeof b, "%016llx", static_cast<unsigned long long>(v));
+    return b;
+}
+
+void check_finite(const flatbuffers::Vector<float>* v, const std::string& what, const char* field) {
+    for (flatbuffers::uoffset_t i = 0; i < v->size(); ++i) {
+        if (!std::isfinite(v->Get(i))) fail(what, ": ", field, " element ", i, " is ", v->Get(i), "; adapter values must be finite");
+    }
+}
+
+}  // namespace
+
+const char* lora_target_name(LoraTarget t) {
+    switch (t) {
+    case LoraTarget::Qkv: return "qkv";
+    case LoraTarget::Proj: return "proj";
+    case LoraTarget::Fc: return "fc";
+    case LoraTarget::Fc2: return "fc2";
+    }
+    return "?";
+}
+
+LoraAdapter::LoraAdapter(const Model& model, int rank, float alpha) {
+    const ModelConfig& c = model.config();
+    if (rank < 1 || rank > c.n_embd) fail("LoRA rank ", rank, " is outside [1, n_embd = ", c.n_embd, "]");
+    if (!std::isfinite(alpha) || alpha <= 0.0f) fail("LoRA alpha ", alpha, " must be finite and > 0");
+    rank_ = rank;
+    alpha_ = alpha;
+    base_checksum_ = model.checksum();
+    n_layer_ = c.n_layer;
+    n_embd_ = c.n_embd;
+    ffn_hidden_ = c.ffn_hidden;
+    size_t off = 0;
+    for (int l = 0; l < n_layer_; ++l) {
+        for (int t = 0; t < kLoraTargets; ++t) {
+            offsets_.push_back(off);
+            const auto tt = static_cast<LoraTarget>(t);
+            off += static_cast<size_t>(rank_) * (in_features(tt) + out_features(tt));
+        }
+    }
+    params_.assign(off, 0.0f);
+}
+
+int LoraAdapter::in_features(LoraTarget t) const { return t == LoraTarget::Fc2 ? ffn_hidden_ : n_embd_; }
+
+int LoraAdapter::out_features(LoraTarget t) const {
+    switch (t) {
+    case LoraTarget::Qkv: return 3 * n_embd_;
+    case LoraTarget::Fc: return ffn_hidden_;
+    default: return n_embd_;
+    }
+}
+
+void LoraAdapter::init(uint64_t seed) {
+    std::mt19937_64 rng(seed);
+    std::fill(params_.begin(), params_.end(), 0.0f);
+    for (int l = 0; l < n_layer_; ++l) {
+        for (int t = 0; t < kLoraTargets; ++t) {
+            const auto tt = static_cast<LoraTarget>(t);
+            const double bound = 1.0 / std::sqrt(static_cast<double>(in_features(tt)));
+            float* a = params_.data() + offset_a(l, tt);
+            const size_t n = static_cast<size_t>(rank_) * in_features(tt);
+            for (size_t i = 0; i < n; ++i) {
+                // uniform in [-bound, bound) from the top 53 bits
+                const double u = static_cast<double>(rng() >> 11) * (1.0 / 9007199254740992.0);
+                a[i] = static_cast<float>((2.0 * u - 1.0) * bound);
+            }
+        }
+    }
+}
+
+void LoraAdapter::save(const std::string& path) const {
+    auto all_finite = [](const std::vector<float>& v) {
+        return std::all_of(v.begin(), v.end(), [](float f) { return std::isfinite(f); });
+    };
+    if (!all_finite(params_) || !all_finite(adam_m) || !all_finite(adam_v)) {
+        fail(printable(path, 200), ": the adapter holds non-finite values; not written");
+    }
+    flatbuffers::FlatBufferBuilder b(params_.size() * 4 * 3 + 4096);
+    b.ForceDefaults(true);
+    flatbuffers::Offset<fba::TrainState> ts;
+    if (train.present) {
+        if (adam_m.size() != params_.size() || adam_v.size() != params_.size()) fail("adapter save: AdamW moments are not sized like the adapter");
+        const auto m = b.CreateVector(adam_m);
+        const auto v = b.CreateVector(adam_v);
+        ts = fba::CreateTrainState(b, train.step, train.adam_step, train.seed, static_cast<uint32_t>(train.batch),
+                                   static_cast<uint32_t>(train.seq), train.lr, train.weight_decay, train.beta1, train.beta2,
+                                   train.eps, train.clip, train.text_xxh64, m, v);
+    }
+    const auto pv = b.CreateVector(params_);
+    const auto root = fba::CreateAdapter(b, kAdapterVersion, static_cast<uint32_t>(rank_), alpha_, base_checksum_,
+                                         static_cast<uint32_t>(n_layer_), static_cast<uint32_t>(n_embd_),
+                                         static_cast<uint32_t>(ffn_hidden_), pv, ts);
+    fba::FinishAdapterBuffer(b, root);
+
+    const std::string tmp = path + ".tmp-" + std::to_string(::getpid());
+    const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd < 0) fail(printable(tmp, 200), ": cannot create: ", std::strerror(errno));
+    try {
+        const uint8_t* p = b.GetBufferPointer();
+        size_t n = b.GetSize();
+        while (n > 0) {
+            const ssize_t w = ::write(fd, p, n);
+            if (w < 0) {
+                if (errno == EINTR) continue;
+                fail(printable(tmp, 200), ": write failed: ", std::strerror(errno));
+            }
+            p += w;
+            n -= static_cast<size_t>(w);
+        }
+        if (::fsync(fd) != 0) fail(printable(tmp, 200), ": fsync failed: ", std::strerror(errno));
+    } catch (...) {
+        ::close(fd);
+        ::unlink(tmp.c_str());
+        throw;
+    }
+    if (::close(fd) != 0) {
+        ::unlink(tmp.c_str());
+        fail(printable(tmp, 200), ": close failed: ", std::strerror(errno));
+    }
+    if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+        const int err = errno;
+        ::unlink(tmp.c_str());
+        fail(printable(path, 200), ": cannot rename the finished adapter into place: ", std::strerror(err));
+    }
+}
+
+std::unique_ptr<LoraAdapter> LoraAdapter::load(const std::string& path, const Model& model) {
+    const std::string what = printable(path, 200);
+    const std::string bytes = read_text_file(path, kMaxAdapterBytes);
+    const auto* data = reinterpret_cast<const uint8_t*>(bytes.data());
+    if (bytes.size() < 8 || !fba::AdapterBufferHasIdentifier(data)) {
+        if (bytes.size() >= 8 && std::memcmp(bytes.data() + 8, "EMBR", 4) == 0) fail(what, ": is a model (.ember), not an adapter");
+        fail(what, ": not an ember adapter (identifier EMBA missing)");
+    }
+    flatbuffers::Verifier verifier(data, bytes.size());
+    if (!fba::VerifyAdapterBuffer(verifier)) fail(what, ": adapter fails the FlatBuffers verifier (corrupted or truncated)");
+    const fba::Adapter* a = fba::GetAdapter(data);
+    if (a->format_version() != kAdapterVersion) fail(what, ": adapter format_version ", a->format_version(), " is not supported (this build reads ", kAdapterVersion, ")");
+    const ModelConfig& c = model.config();
+    if (a->base_xxh64() != model.checksum()) {
+        fail(what, ": adapter was trained for another model (base xxh64 ", hex64(a->base_xxh64()), "; ", printable(model.path(), 200),
+             " has ", hex64(model.checksum()), ")");
+    }
+    if (static_cast<int>(a->n_layer()) != c.n_layer || static_cast<int>(a->n_embd()) != c.n_embd ||
+        static_cast<int>(a->ffn_hidden()) != c.ffn_hidden) {
+        fail(what, ": adapter shapes (n_layer ", a->n_layer(), ", n_embd ", a->n_embd(), ", ffn_hidden ", a->ffn_hidden(),
+             ") do not match the model (", c.n_layer, ", ", c.n_embd, ", ", c.ffn_hidden, ")");
+    }
+    if (a->rank() < 1 || a->rank() > static_cast<uint32_t>(c.n_embd)) fail(what, ": adapter rank ", a->rank(), " is outside [1, n_embd = ", c.n_embd, "]");
+    auto out = std::make_unique<LoraAdapter>(model, static_cast<int>(a->rank()), a->alpha());
+    if (a->params()->size() != out->size()) fail(what, ": adapter holds ", a->params()->size(), " values; rank ", a->rank(), " needs ", out->size());
+    check_finite(a->params(), what, "params");
+    std::memcpy(out->params(), a->params()->data(), out->size() * sizeof(float));
+    if (const fba::TrainState* t = a->train()) {
+        LoraTrainState& s = out->train;
+        s.present = true;
+        s.step = t->step();
+        s.adam_step = t->adam_step();
+        s.seed = t->seed();
+        s.batch = static_cast<int>(std::min<uint32_t>(t->batch(), 1u << 20));
+        s.seq = static_cast<int>(std::min<uint32_t>(t->seq(), 1u << 20));
+        s.lr = t->lr();
+        s.weight_decay = t->weight_decay();
+        s.beta1 = t->beta1();
+        s.beta2 = t->beta2();
+        s.eps = t->eps();
+        s.clip = t->clip();
+        s.text_xxh64 = t->text_xxh64();
+        for (float f : {s.lr, s.weight_decay, s.beta1, s.beta2, s.eps, s.clip}) {
+            if (!std::isfinite(f) || f < 0.0f) fail(what, ": training state holds a non-finite or negative hyperparameter");
+        }
+        if (!t->adam_m() || !t->adam_v() || t->adam_m()->size() != out->size() || t->adam_v()->size() != out->size()) {
+            fail(what, ": training state's AdamW moments are missing or not sized like the adapter (", out->size(), ")");
+        }
+        check_finite(t->adam_m(), what, "adam_m");
+        check_finite(t->adam_v(), what, "adam_v");
+        out->adam_m.assign(t->adam_m()->begin(), t->adam_m()->end());
+        out->adam_v.assign(t->adam_v()->begin(), t->adam_v()->end());
+        for (float v : out->adam_v) {
+            if (v < 0.0f) fail(what, ": adam_v holds a negative second moment");
+        }
+    }
+    return out;
+}
+
+}  // namespace ember

@@ -1,0 +1,24 @@
+#include "runtime/context.h"
+
+#include "runtime/error.h"
+
+namespace ember {
+
+ContextPolicy parse_context_policy(const std::string& s) {
+    if (s == "exact") return ContextPolicy::Exact;
+    if (s == "shift") return ContextPolicy::Shift;
+    if (s == "ring") return ContextPolicy::Ring;
+    fail("context policy '", s, "' is unknown (exact, shift or ring)");
+}
+
+const char* context_policy_name(ContextPolicy p) {
+    return p == ContextPolicy::Exact ? "exact" : p == ContextPolicy::Shift ? "shift" : "ring";
+}
+
+void check_token_ids(const int* ids, int n, int vocab_size) {
+    for (int i = 0; i < n; ++i) {
+        if (ids[i] < 0 || ids[i] >= vocab_size) fail("token id ", ids[i], " at position ", i, " is outside the vocabulary [0, ", vocab_size, ")");
+    }
+}
+
+}  // namespace ember

@@ -1,0 +1,130 @@
+// A generation session on an NVIDIA GPU (built with EMBER_CUDA). Same contract as the CPU
+// Session (generator.h, and the context policies exact / shift / ring of session.h), computed
+// with the kernels of kernels/cuda: fp16 activations with f32 accumulation, an f32 residual
+// stream, f32 LayerNorm statistics and softmax, f32 logits.
+//
+// Memory: one cudaMalloc at construction holds the weights as stored in the file (int8 stays
+// int8; no second fp16 copy) and the planned arena (CudaPlan); pinned host buffers for ids,
+// step parameters and logits are allocated there too. Nothing is allocated per token.
+// Decode (one token, last-row logits) is captured once as a CUDA graph and replayed; the
+// step's token, position, cache row and key count travel in a small device buffer (one
+// host-to-device copy per step) that the graph's kernels read. Prefill (T > 1) runs the same kernels plus cuBLASLt matrix products
+// (int8 / f32 weights expanded to fp16 one matrix at a time into a planned scratch).
+// Every CUDA and cuBLASLt failure throws ember::Error naming the call, file and line.
+#pragma once
+
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kernels/cuda/activation.h"
+#include "kernels/cuda/gemm.h"
+#include "runtime/backend.h"
+#include "runtime/generator.h"
+#include "runtime/model.h"
+#include "runtime/session.h"
+
+namespace ember {
+
+int cuda_devices();              // cudaGetDeviceCount, 0 on any error; never throws
+CudaDeviceInfo cuda_device();    // device 0; throws ember::Error
+
+// Byte offsets in the one device allocation (256-byte aligned). Letters as in model.h.
+struct CudaPlan {
+    size_t weights = 0;          // bytes of the uploaded weights (offset 0)
+    size_t x = 0;                // [S, C] f32 residual stream
+    size_t xn = 0;               // [S, C] fp16 LayerNorm output
+    size_t qkv = 0;              // [S, 3C] fp16
+    size_t att = 0;              // [S, C] fp16
+    size_t hidden = 0;           // [S, F] fp16
+    size_t gemm_out = 0;         // [S, max(3C, F)] f32 (prefill products before the epilogue)
+    size_t wscratch = 0;         // [wscratch_elems] fp16: an int8/f32 matrix expanded (prefill)
+    size_t wscratch_elems = 0;
+    size_t logits = 0;           // [logit_rows, V] f32
+    size_t k_cache = 0, v_cache = 0;  // [L, S, C] fp16 each
+    size_t step = 0;             // [4 + S] int: pos0, row0, n_keys0, T, then the ids
+    size_t ids = 0;              // = step + 4 ints: [S] ids
+    size_t workspace = 0;        // cuBLASLt workspace
+    size_t workspace_bytes = 0;
+    size_t total = 0;
+    int logit_rows = 1;
+};
+
+// Device views of the weights (pointers into the one device allocation).
+struct CudaLayer {
+    const float *ln_1_w = nullptr, *ln_1_b = nullptr, *qkv_b = nullptr, *proj_b = nullptr;
+    const float *ln_2_w = nullptr, *ln_2_b = nullptr, *fc_b = nullptr, *fc2_b = nullptr;
+    kernels::WeightView qkv, proj, fc, fc2;
+};
+struct CudaWeights {
+    kernels::WeightView wte, wpe, lm_head;
+    const float *ln_f_w = nullptr, *ln_f_b = nullptr, *lm_head_b = nullptr;
+    std::vector<CudaLayer> layers;
+};
+
+// Plans the device allocation. Pure arithmetic on the configuration and the tensor sizes.
+CudaPlan plan_cuda_memory(const Model& model, bool all_logits);
+
+class CudaSession : public Generator {
+public:
+    // Uploads the weights, plans and allocates, captures the decode graph. Throws ember::Error
+    // (no device, out of memory, head_size over kernels/cuda's limit, any failing call).
+    CudaSession(const Model& model, const SessionOptions& opts);
+    ~CudaSession() override;
+    CudaSession(const CudaSession&) = delete;
+    CudaSession& operator=(const CudaSession&) = delete;
+
+    void reset() override;
+    void append(const int* ids, int n) override;
+    const float* logits() const override;
+    const float* forward_window(const int* ids, int T) override;
+    int64_t tokens_seen() const override { return ctx_.tokens_seen(); }
+    float* sampler_probs() const override { return const_cast<float*>(sampler_probs_.data()); }
+    int* sampler_ids() const override { return const_cast<int*>(sampler_ids_.data()); }
+
+    std::string describe() const override;
+
+    const CudaPlan& plan() const { return plan_; }
+    // Whether decode replays a CUDA graph. If capturing it failed, decode launches its kernels
+    // one by one instead (same results, slower) and graph_error() says why.
+    bool graph_captured() const { return graph_exec_ != nullptr; }
+    const std::string& graph_error() const { return graph_error_; }
+
+private:
+    void release() noexcept;
+    // Runs ids [T] at positions pos0.., K/V into cache rows row0..; query t sees rows
+    // [0, n_keys0 + t). Logits of the last row, or of all rows, copied to the host.
+    void forward(const int* ids, int T, int pos0, int row0, int n_keys0, bool all_rows);
+    void enqueue_forward(int T, bool all_rows);  // kernels only, on stream_ (capturable for T == 1)
+    void linear(const __half* x, int T, const kernels::WeightView& w, const float* b, cuda::Act act, __half* y);
+    void linear(const __half* x, int T, const kernels::WeightView& w, const float* b, bool accumulate, float* y);
+    const __half* f16_weights(const kernels::WeightView& w);  // w itself, or expanded into wscratch
+    void capture_decode_graph();
+    template <typename T>
+    T* dev(size_t off) const { return reinterpret_cast<T*>(base_ + off); }
+
+    const Model& model_;
+    SessionOptions opts_;
+    CudaPlan plan_;
+    uint8_t* base_ = nullptr;     // the one device allocation
+    cudaStream_t stream_ = nullptr;
+    cudaGraph_t graph_ = nullptr;
+    cudaGraphExec_t graph_exec_ = nullptr;
+    std::unique_ptr<cuda::Gemm> gemm_;
+    int* h_step_ = nullptr;       // pinned [4 + S]: step parameters, then ids
+    float* h_logits_ = nullptr;   // pinned [logit_rows, V]
+    CudaWeights w_;
+    std::vector<float> sampler_probs_;
+    std::vector<int> sampler_ids_;
+    std::vector<int> history_, window_;  // [S] each
+    std::string graph_error_;
+    ContextWindow ctx_{ContextPolicy::Exact, 1, nullptr, nullptr};  // over history_, window_
+    int last_logits_row_ = 0;
+};
+
+}  // namespace ember

@@ -1,0 +1,417 @@
+#include "runtime/finetune.h"
+
+#include <xxhash.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+
+#include "kernels/cpu/activation.h"
+#include "kernels/cpu/attention.h"
+#include "kernels/cpu/cross_entropy.h"
+#include "kernels/cpu/layernorm.h"
+#include "kernels/cpu/linear.h"
+#include "kernels/cpu/lora.h"
+#include "runtime/error.h"
+#include "runtime/eval.h"
+#include "runtime/utf8.h"
+
+namespace ember {
+
+namespace {
+
+size_t align_up(size_t n) { return (n + kDataAlignment - 1) / kDataAlignment * kDataAlignment; }
+
+constexpr int kMaxThreads = 256;
+constexpr int kMaxBatch = 4096;
+
+int max_groups(const kernels::WeightView& w, int cur) {
+    return w.type == kernels::WType::I8 ? std::max(cur, w.groups_per_row()) : cur;
+}
+
+uint64_t splitmix64(uint64_t x) {
+    x += 0x9e3779b97f4a7c15ull;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
+}
+
+}  // namespace
+
+TrainPlan plan_training(const Model& model, int batch, int seq, int rank, size_t n_params, int threads) {
+    const ModelConfig& c = model.config();
+    const size_t M = static_cast<size_t>(batch) * seq, T = seq, C = c.n_embd, F = c.ffn_hidden, V = c.vocab_size,
+                 L = c.n_layer, r = rank, f4 = sizeof(float);
+    int groups = 1;
+    const ModelWeights& w = model.weights();
+    for (const auto& l : w.layers) {
+        for (const auto* v : {&l.qkv, &l.proj, &l.fc, &l.fc2}) groups = max_groups(*v, groups);
+    }
+    groups = max_groups(w.lm_head, groups);
+    TrainPlan p;
+    size_t off = 0;
+    auto take = [&](size_t bytes) {
+        const size_t at = off;
+        off += align_up(bytes);
+        return at;
+    };
+    p.x = take((L + 1) * M * C * f4);
+    p.xn1 = take(L * M * C * f4);
+    p.qkv = take(L * M * 3 * C * f4);
+    p.att = take(L * M * C * f4);
+    p.x_mid = take(L * M * C * f4);
+    p.xn2 = take(L * M * C * f4);
+    p.h_pre = take(L * M * F * f4);
+    p.h_act = take(L * M * F * f4);
+    p.u = take(L * kLoraTargets * M * r * f4);
+    p.xnf = take(M * C * f4);
+    p.logits = take(M * V * f4);
+    p.dx = take(M * C * f4);
+    p.dtmp = take(M * C * f4);
+    p.datt = take(M * C * f4);
+    p.dqkv = take(M * 3 * C * f4);
+    p.dh = take(M * F * f4);
+    p.du = take(M * r * f4);
+    p.kc = take(T * C * f4);
+    p.vc = take(T * C * f4);
+    p.scores = take(static_cast<size_t>(threads) * 2 * T * f4);
+    p.rows = take(static_cast<size_t>(threads) * std::max(C, F) * f4);
+    p.xq = take(M * std::max(C, F));
+    p.xs = take(M * static_cast<size_t>(groups) * f4);
+    p.grads = take(n_params * f4);
+    p.total = off;
+    return p;
+}
+
+Trainer::Trainer(const Model& model, LoraAdapter& adapter, int batch, int seq, const kernels::AdamWParams& adamw, float clip,
+                 int threads)
+    : model_(model),
+      adapter_(adapter),
+      B_(batch),
+      T_(seq),
+      adamw_(adamw),
+      clip_(clip),
+      pool_(threads < 0 || threads > kMaxThreads ? 1 : threads > 0 ? threads : kernels::ThreadPool::default_threads()) {
+    const ModelConfig& c = model.config();
+    if (threads < 0 || threads > kMaxThreads) fail("threads ", threads, " is outside [0, ", kMaxThreads, "] (0 = all cores)");
+    if (seq < 1 || seq > c.block_size) fail("sequence length ", seq, " is outside [1, block_size = ", c.block_size, "]");
+    if (batch < 1 || batch > kMaxBatch) fail("batch ", batch, " is outside [1, ", kMaxBatch, "]");
+    if (adapter.base_checksum() != model.checksum() || adapter.n_layer() != c.n_layer) fail("the adapter was made for another model than ", model.path());
+    if (!(clip >= 0.0f) || !std::isfinite(clip)) fail("gradient clip ", clip, " must be finite and >= 0 (0 = off)");
+    for (float f : {adamw.lr, adamw.weight_decay, adamw.eps}) {
+        if (!std::isfinite(f) || f < 0.0f) fail("AdamW lr, weight decay and eps must be finite and >= 0");
+    }
+    if (!(adamw.beta1 >= 0.0f && adamw.beta1 < 1.0f && adamw.beta2 >= 0.0f && adamw.beta2 < 1.0f)) fail("AdamW betas must lie in [0, 1)");
+    if (adapter.adam_m.size() != adapter.size() || adapter.adam_v.size() != adapter.size()) {
+        adapter.adam_m.assign(adapter.size(), 0.0f);
+        adapter.adam_v.assign(adapter.size(), 0.0f);
+    }
+    plan_ = plan_training(model, batch, seq, adapter.rank(), adapter.size(), pool_.size());
+    arena_ = static_cast<uint8_t*>(std::aligned_alloc(kDataAlignment, plan_.total));
+    if (!arena_) fail("cannot allocate the ", plan_.total, "-byte training arena");
+    std::memset(arena_, 0, plan_.total);
+}
+
+Trainer::~Trainer() { std::free(arena_); }
+
+const float* Trainer::grads() const { return buf<float>(plan_.grads); }
+
+void Trainer::check_ids(const int* ids) const {
+    const int V = model_.config().vocab_size;
+    for (int i = 0; i < B_ * T_; ++i) {
+        if (ids[i] < 0 || ids[i] >= V) fail("token id ", ids[i], " at position ", i, " is outside the vocabulary [0, ", V, ")");
+    }
+}
+
+double Trainer::loss(const int* x, const int* y) { return forward(x, y, false); }
+
+double Trainer::forward_backward(const int* x, const int* y) { return forward(x, y, true); }
+
+double Trainer::forward(const int* x, const int* y, bool backward) {
+    check_ids(x);
+    check_ids(y);
+    const ModelConfig& c = model_.config();
+    const ModelWeights& w = model_.weights();
+    const int C = c.n_embd, F = c.ffn_hidden, V = c.vocab_size, L = c.n_layer, T = T_, r = adapter_.rank();
+    const int M = B_ * T_;
+    const size_t MC = static_cast<size_t>(M) * C, MF = static_cast<size_t>(M) * F, Mr = static_cast<size_t>(M) * r;
+    float* X = buf<float>(plan_.x);
+    float* XN1 = buf<float>(plan_.xn1);
+    float* QKV = buf<float>(plan_.qkv);
+    float* ATT = buf<float>(plan_.att);
+    float* XMID = buf<float>(plan_.x_mid);
+    float* XN2 = buf<float>(plan_.xn2);
+    float* HPRE = buf<float>(plan_.h_pre);
+    float* HACT = buf<float>(plan_.h_act);
+    float* U = buf<float>(plan_.u);
+    float* xnf = buf<float>(plan_.xnf);
+    float* logits = buf<float>(plan_.logits);
+    float* tmp = buf<float>(plan_.dtmp);  // forward scratch [M, C]
+    float* kc = buf<float>(plan_.kc);
+    float* vc = buf<float>(plan_.vc);
+    const kernels::LinearScratch scratch{buf<int8_t>(plan_.xq), buf<float>(plan_.xs)};
+    auto u_of = [&](int l, LoraTarget t) { return U + (static_cast<size_t>(l) * kLoraTargets + static_cast<int>(t)) * Mr; };
+    auto shape_of = [&](LoraTarget t) {
+        kernels::LoraShape s;
+        s.T = M;
+        s.K = adapter_.in_features(t);
+        s.N = adapter_.out_features(t);
+        s.r = r;
+        s.scale = adapter_.scale();
+        return s;
+    };
+    auto adapted = [&](int l, LoraTarget t, const float* in, const kernels::WeightView& wv, const float* bias, float* out) {
+        kernels::linear(in, M, wv, bias, out, scratch, pool_);
+        kernels::lora_forward(in, adapter_.A(l, t), adapter_.B(l, t), shape_of(t), u_of(l, t), out, pool_);
+    };
+
+    // x = wte[ids] + wpe[t]
+    for (int i = 0; i < M; ++i) {
+        float* xt = X + static_cast<size_t>(i) * C;
+        kernels::dequantize_row(w.wte, x[i], xt);
+        kernels::dequantize_row(w.wpe, i % T, tmp);
+        for (int k = 0; k < C; ++k) xt[k] += tmp[k];
+    }
+    kernels::AttentionShape as;
+    as.T = T;
+    as.n_head = c.n_head;
+    as.head_size = c.head_size();
+    as.n_keys0 = 1;
+    as.ldq = 3 * C;
+    as.scale = c.attn_scale;
+    for (int l = 0; l < L; ++l) {
+        const LayerWeights& Lw = w.layers[l];
+        const float* xin = X + l * MC;
+        float* xn1 = XN1 + l * MC;
+        float* qkv = QKV + l * MC * 3;
+        float* att = ATT + l * MC;
+        float* xmid = XMID + l * MC;
+        float* xn2 = XN2 + l * MC;
+        float* hpre = HPRE + l * MF;
+        float* hact = HACT + l * MF;
+        float* xout = X + (l + 1) * MC;
+        kernels::layernorm(xin, M, C, Lw.ln_1_w, Lw.ln_1_b, c.ln_eps, xn1);
+        adapted(l, LoraTarget::Qkv, xn1, Lw.qkv, Lw.qkv_b, qkv);
+        for (int b = 0; b < B_; ++b) {
+            const float* qb = qkv + static_cast<size_t>(b) * T * 3 * C;
+            for (int t = 0; t < T; ++t) {
+                std::memcpy(kc + static_cast<size_t>(t) * C, qb + static_cast<size_t>(t) * 3 * C + C, C * sizeof(float));
+                std::memcpy(vc + static_cast<size_t>(t) * C, qb + static_cast<size_t>(t) * 3 * C + 2 * C, C * sizeof(float));
+            }
+            kernels::attention(qb, kc, vc, as, att + static_cast<size_t>(b) * T * C, buf<float>(plan_.scores), 2 * T, pool_);
+        }
+        adapted(l, LoraTarget::Proj, att, Lw.proj, Lw.proj_b, tmp);
+        for (size_t i = 0; i < MC; ++i) xmid[i] = xin[i] + tmp[i];
+        kernels::layernorm(xmid, M, C, Lw.ln_2_w, Lw.ln_2_b, c.ln_eps, xn2);
+        adapted(l, LoraTarget::Fc, xn2, Lw.fc, Lw.fc_b, hpre);
+        std::memcpy(hact, hpre, MF * sizeof(float));
+        kernels::activation(c.activation, hact, MF);
+        adapted(l, LoraTarget::Fc2, hact, Lw.fc2, Lw.fc2_b, tmp);
+        for (size_t i = 0; i < MC; ++i) xout[i] = xmid[i] + tmp[i];
+    }
+    const float* xlast = X + L * MC;
+    kernels::layernorm(xlast, M, C, w.ln_f_w, w.ln_f_b, c.ln_eps, xnf);
+    kernels::linear(xnf, M, w.lm_head, w.lm_head_b, logits, scratch, pool_);
+    const double loss = kernels::cross_entropy_backward(logits, y, M, V);  // logits now hold d loss / d logits
+    if (!backward) return loss;
+
+    float* grads = buf<float>(plan_.grads);
+    std::memset(grads, 0, adapter_.size() * sizeof(float));
+    float* dx = buf<float>(plan_.dx);
+    float* dtmp = buf<float>(plan_.dtmp);
+    float* datt = buf<float>(plan_.datt);
+    float* dqkv = buf<float>(plan_.dqkv);
+    float* dh = buf<float>(plan_.dh);
+    float* du = buf<float>(plan_.du);
+    float* rows = buf<float>(plan_.rows);
+    auto lora_back = [&](int l, LoraTarget t, const float* in, const float* dy, float* din) {
+        kernels::lora_backward(in, u_of(l, t), dy, adapter_.A(l, t), adapter_.B(l, t), shape_of(t), grads + adapter_.offset_a(l, t),
+                               grads + adapter_.offset_b(l, t), du, din, pool_);
+    };
+
+    kernels::linear_backward_input(logits, M, w.lm_head, dtmp, false, rows, pool_);
+    std::memset(dx, 0, MC * sizeof(float));
+    kernels::layernorm_backward(xlast, M, C, w.ln_f_w, c.ln_eps, dtmp, dx);
+    for (int l = L - 1; l >= 0; --l) {
+        const LayerWeights& Lw = w.layers[l];
+        // MLP: x_out = x_mid + fc2(act(fc(ln_2(x_mid))))
+        kernels::linear_backward_input(dx, M, Lw.fc2, dh, false, rows, pool_);
+        lora_back(l, LoraTarget::Fc2, HACT + l * MF, dx, dh);
+        kernels::activation_backward(c.activation, HPRE + l * MF, dh, dh, MF);
+        kernels::linear_backward_input(dh, M, Lw.fc, dtmp, false, rows, pool_);
+        lora_back(l, LoraTarget::Fc, XN2 + l * MC, dh, dtmp);
+        kernels::layernorm_backward(XMID + l * MC, M, C, Lw.ln_2_w, c.ln_eps, dtmp, dx);
+        // attention: x_mid = x_in + proj(attention(qkv(ln_1(x_in))))
+        kernels::linear_backward_input(dx, M, Lw.proj, datt, false, rows, pool_);
+        lora_back(l, LoraTarget::Proj, ATT + l * MC, dx, datt);
+        kernels::attention_backward(QKV + l * MC * 3, datt, B_, T, c.n_head, c.head_size(), c.attn_scale, dqkv,
+                                    buf<float>(plan_.scores), pool_);
+        if (l > 0) {
+            kernels::linear_backward_input(dqkv, M, Lw.qkv, dtmp, false, rows, pool_);
+            lora_back(l, LoraTarget::Qkv, XN1 + l * MC, dqkv, dtmp);
+            kernels::layernorm_backward(X + l * MC, M, C, Lw.ln_1_w, c.ln_eps, dtmp, dx);
+        } else {  // nothing below block 0 learns: its input gradient is not needed
+            lora_back(l, LoraTarget::Qkv, XN1, dqkv, nullptr);
+        }
+    }
+    return loss;
+}
+
+StepResult Trainer::step(const int* x, const int* y) {
+    StepResult r;
+    r.loss = forward_backward(x, y);
+    float* g = buf<float>(plan_.grads);
+    const size_t n = adapter_.size();
+    r.grad_norm = kernels::grad_norm(g, n);
+    if (!std::isfinite(r.loss) || !std::isfinite(r.grad_norm)) {
+        r.skipped = true;
+        return r;
+    }
+    if (clip_ > 0.0f) kernels::clip_grad_norm(g, n, r.grad_norm, clip_);
+    const int64_t t = static_cast<int64_t>(++adapter_.train.adam_step);
+    kernels::adamw_step(adapter_.params(), g, adapter_.adam_m.data(), adapter_.adam_v.data(), n, adamw_, t);
+    return r;
+}
+
+BatchSampler::BatchSampler(const int* ids, int64_t n, int batch, int seq, uint64_t seed)
+    : ids_(ids), n_(n), B_(batch), T_(seq), seed_(seed) {
+    if (n < static_cast<int64_t>(seq) + 1) fail("the training text holds ", n, " tokens; a window of --seq ", seq, " needs at least ", seq + 1);
+}
+
+void BatchSampler::fill(uint64_t step, int* x, int* y) const {
+    const uint64_t starts = static_cast<uint64_t>(n_ - T_);  // offsets 0 .. n - T - 1
+    for (int b = 0; b < B_; ++b) {
+        const uint64_t h = splitmix64(splitmix64(seed_ ^ splitmix64(step)) + static_cast<uint64_t>(b));
+        const int64_t s = static_cast<int64_t>(h % starts);
+        for (int t = 0; t < T_; ++t) {
+            x[b * T_ + t] = ids_[s + t];
+            y[b * T_ + t] = ids_[s + t + 1];
+        }
+    }
+}
+
+std::vector<int> encode_training_text(const CharTokenizer& tok, std::string_view text, const std::string& what,
+                                      bool skip_unknown, int64_t* skipped) {
+    std::vector<int> ids;
+    ids.reserve(text.size());
+    std::map<uint32_t, int64_t> unknown;
+    size_t pos = 0;
+    while (pos < text.size()) {
+        uint32_t cp = 0;
+        if (!utf8_next(text, pos, cp)) fail(what, ": invalid UTF-8 at byte ", pos);
+        const int id = tok.find(cp);
+        if (id < 0) {
+            ++unknown[cp];
+        } else {
+            ids.push_back(id);
+        }
+    }
+    int64_t total = 0;
+    std::string names;
+    for (const auto& [cp, count] : unknown) {
+        total += count;
+        if (names.size() < 400) names += (names.empty() ? "" : ", ") + describe_code_point(cp) + " x" + std::to_string(count);
+    }
+    if (total > 0 && !skip_unknown) {
+        fail(what, ": ", unknown.size(), " character(s) are not in the model's vocabulary: ", names,
+             " (--skip-unknown drops them)");
+    }
+    if (skipped) *skipped = total;
+    return ids;
+}
+
+uint64_t ids_checksum(const std::vector<int>& ids) {
+    static_assert(sizeof(int) == 4, "ids are int32");
+    return XXH64(ids.data(), ids.size() * sizeof(int), 0);
+}
+
+FinetuneRun::FinetuneRun(const Model& model, LoraAdapter& adapter, std::vector<int> ids, const FinetuneOptions& opts)
+    : model_(model), adapter_(adapter), ids_(std::move(ids)), opts_(opts) {
+    const ModelConfig& c = model.config();
+    const int64_t n = static_cast<int64_t>(ids_.size());
+    split_ = val_split_start(n);
+    if (n - split_ < 2) fail("the text holds ", n, " tokens: its held-out last 10% needs at least 2");
+    if (opts_.steps < 0) fail("--steps ", opts_.steps, " must be >= 0");
+    if (opts_.eval_every < 1) fail("--eval-every ", opts_.eval_every, " must be >= 1");
+    LoraTrainState& st = adapter_.train;
+    const uint64_t text_hash = ids_checksum(ids_);
+    if (st.present) {  // resume: the run's settings come from the adapter
+        if (st.text_xxh64 != text_hash) fail("the adapter was trained on another text (its token checksum differs); resume needs the same text and options");
+        opts_.batch = st.batch;
+        opts_.seq = st.seq;
+        opts_.seed = st.seed;
+        opts_.lr = st.lr;
+        opts_.weight_decay = st.weight_decay;
+        opts_.clip = st.clip;
+    } else {
+        if (opts_.seq == 0) opts_.seq = c.block_size;
+        adapter_.init(opts_.seed);
+        st.present = true;
+        st.step = 0;
+        st.adam_step = 0;
+        st.seed = opts_.seed;
+        st.batch = opts_.batch;
+        st.seq = opts_.seq;
+        st.lr = opts_.lr;
+        st.weight_decay = opts_.weight_decay;
+        st.beta1 = 0.9f;
+        st.beta2 = 0.999f;
+        st.eps = 1e-8f;
+        st.clip = opts_.clip;
+        st.text_xxh64 = text_hash;
+    }
+    kernels::AdamWParams aw;
+    aw.lr = st.lr;
+    aw.weight_decay = st.weight_decay;
+    aw.beta1 = st.beta1;
+    aw.beta2 = st.beta2;
+    aw.eps = st.eps;
+    trainer_ = std::make_unique<Trainer>(model, adapter, opts_.batch, opts_.seq, aw, opts_.clip, opts_.threads);
+    sampler_ = std::make_unique<BatchSampler>(ids_.data(), split_, opts_.batch, opts_.seq, opts_.seed);
+    SessionOptions so;
+    so.threads = opts_.threads;
+    so.all_logits = true;
+    so.adapter = &adapter_;
+    eval_session_ = std::make_unique<Session>(model, so);
+    x_.assign(static_cast<size_t>(opts_.batch) * opts_.seq, 0);
+    y_.assign(x_.size(), 0);
+}
+
+double FinetuneRun::validation_loss() {
+    const ModelConfig& c = model_.config();
+    return evaluate(*eval_session_, ids_.data() + split_, static_cast<int64_t>(ids_.size()) - split_, c.block_size, c.vocab_size).loss;
+}
+
+int64_t FinetuneRun::run(const std::string& out_path, const std::function<void(const FinetuneProgress&)>& on_step,
+                         const std::atomic<bool>* stop) {
+    double train_secs = 0.0;  // steps only: evaluation and saving are not training time
+    int64_t done = 0;
+    adapter_.save(out_path);  // an unwritable path fails now, before any work
+    bool saved_last = true;
+    while (static_cast<int64_t>(adapter_.train.step) < opts_.steps && !(stop && stop->load())) {
+        FinetuneProgress p;
+        const auto t0 = std::chrono::steady_clock::now();
+        sampler_->fill(adapter_.train.step, x_.data(), y_.data());
+        p.result = trainer_->step(x_.data(), y_.data());
+        train_secs += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        ++adapter_.train.step;
+        ++done;
+        p.step = static_cast<int64_t>(adapter_.train.step);
+        p.steps = opts_.steps;
+        p.tokens_per_s = static_cast<double>(done) * opts_.batch * opts_.seq / std::max(train_secs, 1e-9);
+        if (p.step % opts_.eval_every == 0 || p.step == opts_.steps) {
+            p.val_loss = validation_loss();
+            adapter_.save(out_path);
+            p.saved = true;
+        }
+        saved_last = p.saved;
+        if (on_step) on_step(p);
+    }
+    if (!saved_last) adapter_.save(out_path);
+    return done;
+}
+
+}  // namespace ember

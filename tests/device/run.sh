@@ -1,0 +1,120 @@
+#!/usr/bin/env bash
+# On a machine with an NVIDIA GPU (the `run` tool's H200): the CUDA tests, then the
+# benchmarks, logs and figures into OUTDIR. Needs .device-carry/ from tests/device/prepare.sh
+# (that machine cannot build ember: no network, no FlatBuffers/CLI11/doctest/libzip);
+# python3 with torch there makes the bench checkpoints and runs the PyTorch peer.
+# Budget: under 6 minutes; each step has its own time limit and later steps are skipped
+# when the total passes 5 minutes.
+#   tests/device/run.sh OUTDIR
+# Writes OUTDIR/run.log (everything), cuda_tests.log, bench.jsonl, figures.md, machine.txt.
+set -uo pipefail
+out=${1:?usage: tests/device/run.sh OUTDIR}
+mkdir -p "$out"
+out=$(cd "$out" && pwd)
+cd "$(dirname "$0")/../.."
+root=$(pwd)
+exec > >(tee -a "$out/run.log") 2>&1
+t_start=$(date +%s)
+elapsed() { echo $(( $(date +%s) - t_start )); }
+step() { echo; echo "=== [$(elapsed)s] $*"; }
+in_budget() {
+  if (( $(elapsed) > 300 )); then echo "SKIPPED (time budget): $*"; return 1; fi
+}
+status=0
+
+step "machine"
+{
+  echo "date: $(date -u '+%Y-%m-%d %H:%M UTC')"
+  echo "host: $(uname -srm)"
+  [[ -f /etc/os-release ]] && grep PRETTY_NAME /etc/os-release
+  nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.memory,clocks.max.sm --format=csv 2>&1
+  command -v nvcc > /dev/null && nvcc --version | tail -2
+  python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, "available", torch.cuda.is_available())' 2>&1
+  echo "cores: $(nproc)"
+  [[ -f .device-carry/BUILD_INFO ]] && cat .device-carry/BUILD_INFO
+} | tee "$out/machine.txt"
+
+step "binaries and libraries"
+bin=$root/.device-carry/bin
+if [[ ! -x $bin/ember || ! -x $bin/ember_cuda_tests ]]; then
+  echo "FAIL: $bin/ember or ember_cuda_tests missing: run tests/device/prepare.sh on the development machine and carry .device-carry"
+  exit 2
+fi
+# cuBLASLt 13: the system's, CUDA's own folders, the pip wheel beside torch, or wherever it is.
+cublas_dir=""
+for d in $(ldconfig -p 2>/dev/null | awk '/libcublasLt\.so\.13/ {print $NF}' | xargs -r -n1 dirname) \
+         /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib /usr/local/cuda-13*/lib64 \
+         $(python3 -c 'import nvidia, os; print(" ".join(os.path.join(p, s) for p in nvidia.__path__ for s in ("cu13/lib", "cublas/lib")))' 2>/dev/null) \
+         $(find /usr/local /opt /usr/lib -name 'libcublasLt.so.13*' 2>/dev/null | head -1 | xargs -r dirname); do
+  if compgen -G "$d/libcublasLt.so.13*" > /dev/null; then cublas_dir=$d; break; fi
+done
+echo "cuBLASLt: ${cublas_dir:-NOT FOUND}"
+# Only ember's binaries get the carried libraries (python and torch keep their own).
+libpath="$root/.device-carry/lib${cublas_dir:+:$cublas_dir}"
+if ! LD_LIBRARY_PATH="$libpath" "$bin/ember" --version > /dev/null 2>&1; then
+  echo "ember does not start with the system's libstdc++: adding the carried one"
+  libpath="$libpath:$root/.device-carry/lib-std"
+fi
+LD_LIBRARY_PATH="$libpath" ldd "$bin/ember_cuda_tests" | grep -E "not found|cublas|libstdc|libc\.so" || true
+LD_LIBRARY_PATH="$libpath" "$bin/ember" --version || { echo "FAIL: ember does not start here"; status=1; }
+export EMBER_SOURCE_DIR=$root EMBER_SHARED_DIR=$root/.device-carry/shared
+ember() { LD_LIBRARY_PATH="$libpath" "$bin/ember" "$@"; }
+
+step "CUDA tests (ember_cuda_tests)"
+LD_LIBRARY_PATH="$libpath" timeout 240 "$bin/ember_cuda_tests" --duration=true 2>&1 | tee "$out/cuda_tests.log"
+rc=${PIPESTATUS[0]}
+echo "ember_cuda_tests exit status: $rc (0 passed, 77 skipped: no device, other: failed)"
+(( rc != 0 )) && status=1
+
+work=$(mktemp -d /tmp/ember-device.XXXXXX)
+
+step "the command line: the default model (int8) with --backend cuda against --backend cpu"
+if ember convert models/shakespeare_char.pt --vocab-text models/shakespeare_char.vocab.txt -o "$work/default.ember" > /dev/null; then
+  for b in cpu cuda; do
+    LD_LIBRARY_PATH="$libpath" timeout 60 "$bin/ember" generate -m "$work/default.ember" --backend $b -n 200 --temperature 0 > "$work/gen.$b.txt"
+    echo "generate --backend $b: exit $?"
+  done
+  head -c 300 "$work/gen.cuda.txt"; echo
+  if cmp -s "$work/gen.cpu.txt" "$work/gen.cuda.txt"; then echo "greedy text, 200 tokens: CUDA identical to CPU"; else echo "greedy text, 200 tokens: CUDA DIFFERS from CPU"; status=1; fi
+  LD_LIBRARY_PATH="$libpath" ember generate -m "$work/default.ember" --backend cuda -n 100 --temperature 0.8 --top-k 20 --seed 7 | head -c 200; echo
+  for b in cpu cuda; do
+    echo "eval --backend $b: $(LD_LIBRARY_PATH="$libpath" timeout 90 "$bin/ember" eval -m "$work/default.ember" --text .device-carry/shared/data/tinyshakespeare.txt --backend $b 2>&1)"
+  done
+fi
+
+jsonl=$out/bench.jsonl
+: > "$jsonl"
+# bench_one NAME DTYPE FILE BACKEND [more ember bench args]: the human form into the log, the JSON line into bench.jsonl.
+bench_one() {
+  local name=$1 dtype=$2 file=$3 backend=$4; shift 4
+  LD_LIBRARY_PATH="$libpath" timeout 120 "$bin/ember" bench -m "$file" --backend "$backend" "$@" || { echo "FAIL: ember bench $name $dtype $backend"; status=1; return; }
+  LD_LIBRARY_PATH="$libpath" timeout 120 "$bin/ember" bench -m "$file" --backend "$backend" --json "$@" | sed "s/^{/{\"model\":\"$name\",\"dtype\":\"$dtype\",/" >> "$jsonl"
+}
+
+step "bench: the lecture's full configuration (n_layer 6, n_head 6, n_embd 384, block_size 256, vocab 65)"
+if in_budget "lecture bench"; then
+  timeout 120 python3 tools/make_bench_model.py -o "$work/gptpy_full.pt" --text models/shakespeare_char.vocab.txt
+  for dt in int8 f16; do
+    ember convert "$work/gptpy_full.pt" --vocab-text models/shakespeare_char.vocab.txt --dtype $dt -o "$work/full.$dt.ember" > /dev/null &&
+      bench_one lecture $dt "$work/full.$dt.ember" cuda --runs 5
+  done
+  bench_one lecture int8 "$work/full.int8.ember" cpu --runs 3
+  timeout 120 python3 bench/peer_torch_cuda.py "$work/gptpy_full.pt" --arch gptpy | sed 's/^{/{"model":"lecture",/' | tee -a "$jsonl"
+  timeout 120 python3 bench/peer_torch_cuda.py "$work/gptpy_full.pt" --arch gptpy --dtype float16 | sed 's/^{/{"model":"lecture",/' | tee -a "$jsonl"
+fi
+
+step "bench: GPT-2 124M-sized nanoGPT (n_layer 12, n_head 12, n_embd 768, block_size 1024, vocab 50257)"
+if in_budget "GPT-2 bench"; then
+  timeout 120 python3 tools/make_bench_nanogpt.py -o "$work/gpt2.pt" --vocab "$work/gpt2.vocab.txt"
+  ember convert "$work/gpt2.pt" --vocab-text "$work/gpt2.vocab.txt" --dtype int8 -o "$work/gpt2.int8.ember" > /dev/null &&
+    bench_one gpt2-124m int8 "$work/gpt2.int8.ember" cuda --runs 3
+  if in_budget "GPT-2 PyTorch peer"; then
+    timeout 150 python3 bench/peer_torch_cuda.py "$work/gpt2.pt" --arch nanogpt | sed 's/^{/{"model":"gpt2-124m",/' | tee -a "$jsonl"
+  fi
+fi
+
+step "figures"
+python3 tests/device/figures.py "$jsonl" "$out/machine.txt" > "$out/figures.md" && cat "$out/figures.md"
+rm -rf "$work"
+step "done in $(elapsed)s, status $status"
+exit $status

@@ -1,0 +1,102 @@
+// `ember finetune`, and `generate` / `eval` with --adapter, from the command line.
+#include <doctest/doctest.h>
+
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+
+#include "test_util.h"
+
+using ember::test::fixture;
+
+namespace {
+
+struct Run {
+    int status = -1;
+    std::string out, err;
+};
+
+Run ember_cli(const std::string& args, const ember::test::TempDir& dir) {
+    const std::string out = dir.file("stdout"), err = dir.file("stderr");
+    const std::string cmd = std::string(EMBER_CLI) + " " + args + " >'" + out + "' 2>'" + err + "' </dev/null";
+    const int rc = std::system(cmd.c_str());
+    Run r;
+    r.status = WIFEXITED(rc) ? WEXITSTATUS(rc) : 128 + (WIFSIGNALED(rc) ? WTERMSIG(rc) : 0);
+    r.out = ember::test::read_file(out);
+    r.err = ember::test::read_file(err);
+    return r;
+}
+
+void check_refused(const Run& r, const std::string& what) {
+    CAPTURE(r.err);
+    CHECK(r.status == 1);
+    CHECK(r.err.rfind("ember: error: ", 0) == 0);
+    CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+    CHECK(r.err.find(what) != std::string::npos);
+}
+
+std::string q(const std::string& s) { return "'" + s + "'"; }
+
+double loss_of(const std::string& eval_out) { return std::stod(eval_out.substr(eval_out.find("loss ") + 5)); }
+
+}  // namespace
+
+TEST_CASE("ember finetune: train, resume, generate and eval with the adapter, merge; bad inputs refused") {
+    ember::test::TempDir dir;
+    const std::string model = dir.file("m.ember"), text = fixture("gptpy/eval.txt"), a = dir.file("a.emba");
+    REQUIRE(ember_cli("convert " + q(fixture("gptpy/model.pt")) + " --vocab-text " + q(fixture("gptpy/vocab.txt")) + " -o " + q(model), dir).status == 0);
+    const std::string common = "finetune -m " + q(model) + " --batch 2 --seq 16 --rank 4 --lr 0.01 --threads 2";
+
+    Run r = ember_cli(common + " --text " + q(text) + " --steps 6 --eval-every 3 -o " + q(a), dir);
+    CAPTURE(r.err);
+    REQUIRE(r.status == 0);
+    CHECK(r.out.find("step 0: val loss") != std::string::npos);
+    CHECK(r.out.find("step 3/6") != std::string::npos);
+    CHECK(r.out.find("tokens/s") != std::string::npos);
+    CHECK(r.out.find("wrote") != std::string::npos);
+    CHECK(std::filesystem::exists(a));
+
+    // resume to 8 steps; a setting given again is refused
+    check_refused(ember_cli("finetune -m " + q(model) + " --text " + q(text) + " --resume " + q(a) + " --lr 0.5 --steps 8 -o " + q(a), dir),
+                  "--resume takes");
+    r = ember_cli("finetune -m " + q(model) + " --text " + q(text) + " --resume " + q(a) + " --steps 8 --threads 2 -o " + q(a), dir);
+    CHECK(r.status == 0);
+    CHECK(r.out.find("(resumed)") != std::string::npos);
+    CHECK(r.out.find("step 8/8") != std::string::npos);
+
+    // generate and eval use it unmerged; eval's loss moves with it
+    r = ember_cli("generate -m " + q(model) + " --adapter " + q(a) + " -n 20 --seed 3", dir);
+    CHECK(r.status == 0);
+    CHECK(r.out.size() >= 20);
+    const Run base = ember_cli("eval -m " + q(model) + " --text " + q(text), dir);
+    const Run adapted = ember_cli("eval -m " + q(model) + " --text " + q(text) + " --adapter " + q(a), dir);
+    REQUIRE(base.status == 0);
+    REQUIRE(adapted.status == 0);
+    CHECK(loss_of(adapted.out) != loss_of(base.out));
+
+    // merge: the new model's loss is the adapter's within the int8 requantization error
+    const std::string merged = dir.file("merged.ember");
+    r = ember_cli("finetune -m " + q(model) + " --adapter " + q(a) + " --merge -o " + q(merged), dir);
+    CHECK(r.status == 0);
+    const Run after = ember_cli("eval -m " + q(merged) + " --text " + q(text), dir);
+    REQUIRE(after.status == 0);
+    CHECK(std::fabs(loss_of(after.out) - loss_of(adapted.out)) < 5e-3);
+
+    // bad inputs
+    const std::string odd = dir.file("odd.txt");
+    ember::test::write_file(odd, "The quick brown fox \xe2\x82\xac jumps over the lazy dog. " + ember::test::read_file(text));
+    check_refused(ember_cli(common + " --steps 1 -o " + q(dir.file("b.emba")) + " --text " + q(odd), dir), "U+20AC");
+    r = ember_cli(common + " --steps 1 -o " + q(dir.file("b.emba")) + " --text " + q(odd) + " --skip-unknown", dir);
+    CHECK(r.status == 0);
+    CHECK(r.out.find("1 characters outside the vocabulary skipped") != std::string::npos);
+    check_refused(ember_cli("generate -m " + q(model) + " --adapter " + q(model) + " -n 2", dir), "is a model");
+    check_refused(ember_cli("finetune -m " + q(model) + " --merge -o " + q(dir.file("x.ember")), dir), "--merge needs --adapter");
+    check_refused(ember_cli("finetune -m " + q(model) + " --text " + q(text) + " --seq 17 --steps 1 -o " + q(dir.file("c.emba")), dir),
+                  "block_size");
+    CHECK_FALSE(std::filesystem::exists(dir.file("c.emba")));
+    CHECK_FALSE(std::filesystem::exists(dir.file("x.ember")));
+}
