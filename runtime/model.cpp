@@ -173,9 +173,27 @@ void Model::verify_and_view(bool require_checksum) {
     if (!(cfg.ln_eps > 0.0f && cfg.ln_eps < 1.0f)) fail(f, ": config.ln_eps ", cfg.ln_eps, " is out of range (0, 1)");
     if (!(cfg.attn_scale > 0.0f && std::isfinite(cfg.attn_scale))) fail(f, ": config.attn_scale ", cfg.attn_scale, " is not a positive number");
     cfg.tied_lm_head = c->tied_lm_head();
-    const uint64_t C = cfg.n_embd, V = cfg.vocab_size, S = cfg.block_size, F = cfg.ffn_hidden;
-    for (uint64_t prod : {V * C, S * C, 3 * C * C, F * C}) {
-        if (prod > kMaxElements) fail(f, ": configuration gives a tensor of ", prod, " elements (more than 2^31 - 1)");
+    const uint64_t C = cfg.n_embd, V = cfg.vocab_size, S = cfg.block_size, F = cfg.ffn_hidden, L = cfg.n_layer;
+    // Every weight and every buffer of the memory plan holds at most 2^31 - 1 elements, so
+    // that no product of these fields overflows a 32-bit index (each factor is below 2^24, so
+    // the products themselves fit in 64 bits).
+    struct Product {
+        const char* fields;
+        uint64_t value;
+        const char* what;
+    };
+    for (const Product& p : {Product{"config.vocab_size x config.n_embd", V * C, "wte / lm_head"},
+                             Product{"config.block_size x config.n_embd", S * C, "wpe"},
+                             Product{"3 x config.n_embd x config.n_embd", 3 * C * C, "qkv.weight"},
+                             Product{"config.ffn_hidden x config.n_embd", F * C, "fc.weight"},
+                             Product{"config.block_size x 3 x config.n_embd", S * 3 * C, "the qkv activations of a window"},
+                             Product{"config.block_size x config.ffn_hidden", S * F, "the FFN activations of a window"},
+                             Product{"config.block_size x config.vocab_size", S * V, "the logits of a window"},
+                             Product{"config.n_layer x config.block_size x config.n_embd", L * S * C, "the KV cache"}}) {
+        if (p.value > kMaxElements) {
+            fail(f, ": ", p.fields, " = ", p.value, " elements (", p.what, ") is more than 2^31 - 1 (n_layer ", L, ", n_embd ", C,
+                 ", block_size ", S, ", vocab_size ", V, ", ffn_hidden ", F, ")");
+        }
     }
 
     // Tokenizer.
@@ -191,8 +209,15 @@ void Model::verify_and_view(bool require_checksum) {
         code_points_.assign(tok->code_points()->begin(), tok->code_points()->end());
         for (size_t i = 0; i < code_points_.size(); ++i) {
             const uint32_t cp = code_points_[i];
-            if (cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) fail(f, ": tokenizer entry ", i, " (", cp, ") is not a Unicode scalar value");
-            if (i > 0 && cp <= code_points_[i - 1]) fail(f, ": tokenizer entry ", i, " is not in ascending order (sorted(set(text)))");
+            if (cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) {
+                char hex[16];
+                std::snprintf(hex, sizeof hex, "0x%X", cp);
+                fail(f, ": tokenizer.code_points[", i, "] = ", hex, " is not a Unicode scalar value (",
+                     cp > 0x10FFFF ? "past U+10FFFF" : "a UTF-16 surrogate", "): a char tokenizer entry is one code point");
+            }
+            if (i > 0 && cp <= code_points_[i - 1]) {
+                fail(f, ": tokenizer.code_points[", i, "] is not above entry ", i - 1, " (entries ascend: sorted(set(text)))");
+            }
         }
     } else if (tok->kind() == fb::TokenizerKind::ByteBpe) {
         if (!tok->token_offsets() || !tok->token_bytes() || !tok->merges()) {

@@ -3,9 +3,12 @@
 # first the Release build, then the same suites built with AddressSanitizer and
 # UndefinedBehaviorSanitizer (build-asan/; any report fails the run).
 # Then the device part cross-built for aarch64, its tests under qemu (scripts/cross-aarch64.sh).
-#   scripts/test.sh            all three
+# Then every libFuzzer target (clang, build-fuzz/) for 60 s each (tests/fuzz/run.sh 60); a
+# crash, a leak, a timeout or a sanitizer report fails the run.
+#   scripts/test.sh            all four
 #   scripts/test.sh --no-asan  without the ASan + UBSan pass
 #   scripts/test.sh --no-cross without the aarch64 pass
+#   scripts/test.sh --no-fuzz  without the fuzzing pass
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
@@ -21,4 +24,8 @@ fi
 if [[ " $* " != *" --no-cross "* ]]; then
   echo "--- the device part for aarch64, tests under qemu-aarch64"
   scripts/cross-aarch64.sh
+fi
+if [[ " $* " != *" --no-fuzz "* ]]; then
+  echo "--- every fuzz target for 60 s (clang, libFuzzer, ASan + UBSan)"
+  tests/fuzz/run.sh 60
 fi

@@ -1,0 +1,319 @@
+// The rows of README's "Bad input" table that no other suite checks: each bad input gets an
+// ember::Error (or, in the CLI, one `ember: error:` line and exit 1) whose text names the field
+// or the place. The .ember cases start from a good file and change one index field in place
+// (the index lies outside the data checksum, so only the field under test is wrong).
+#include <doctest/doctest.h>
+
+#include <sys/wait.h>
+
+#include <cstring>
+#include <filesystem>
+#include <string>
+
+#include "converter/checkpoint.h"
+#include "converter/convert.h"
+#include "ember_generated.h"
+#include "runtime/error.h"
+#include "runtime/model.h"
+#include "test_util.h"
+
+using namespace ember;
+using doctest::Contains;
+using test::fixture;
+
+namespace {
+
+// A good file converted once per case: the gpt.py fixture (char, int8) or the GPT-2 fixture
+// with GPT-2's first 40 merges (BPE, format 2, int8).
+std::string good_file(const test::TempDir& dir, bool bpe) {
+    convert::ConvertOptions o;
+    if (bpe) {
+        o.checkpoint = fixture("gpt2/hf/model.safetensors");
+        o.tokenizer = {fixture("gpt2/tiny_tokenizer")};
+    } else {
+        o.checkpoint = fixture("gptpy/model.pt");
+        o.vocab_text = fixture("gptpy/vocab.txt");
+    }
+    o.out = dir.file(bpe ? "good_bpe.ember" : "good.ember");
+    o.write.dtype = convert::WeightDType::Int8;
+    convert::convert(o);
+    return test::read_file(o.out);
+}
+
+// In-place edits of an .ember held in memory.
+struct Edit {
+    std::string bytes;
+
+    const fb::Model* model() const { return fb::GetSizePrefixedModel(bytes.data()); }
+    // The generated tables derive privately from flatbuffers::Table, at the same address.
+    template <class Tab>
+    static flatbuffers::Table* table(const Tab* t) { return const_cast<flatbuffers::Table*>(reinterpret_cast<const flatbuffers::Table*>(t)); }
+    template <class T, class Tab>
+    void set(const Tab* t, flatbuffers::voffset_t field, T v) {
+        const bool present = table(t)->template SetField<T>(field, v, T(-1));
+        REQUIRE(present);  // the field must be present to change it
+    }
+    void config(flatbuffers::voffset_t field, uint32_t v) { set<uint32_t>(model()->config(), field, v); }
+    const fb::Tensor* tensor(const std::string& name) const {
+        for (const fb::Tensor* t : *model()->tensors()) {
+            if (t->name()->str() == name) return t;
+        }
+        FAIL("no tensor " << name);
+        return nullptr;
+    }
+};
+
+void refused(const test::TempDir& dir, const std::string& bytes, const std::string& what) {
+    const std::string path = dir.file("bad.ember");
+    test::write_file(path, bytes);
+    CHECK_THROWS_WITH_AS(Model::open(path), Contains(what.c_str()), Error);
+}
+
+struct Run {
+    int status = -1;
+    std::string out, err;
+};
+
+Run ember_cli(const std::string& args, const test::TempDir& dir) {
+    const std::string out = dir.file("stdout"), err = dir.file("stderr");
+    const int rc = std::system((std::string(EMBER_CLI) + " " + args + " >'" + out + "' 2>'" + err + "' </dev/null").c_str());
+    Run r;
+    r.status = WIFEXITED(rc) ? WEXITSTATUS(rc) : 128 + (WIFSIGNALED(rc) ? WTERMSIG(rc) : 0);
+    r.out = test::read_file(out);
+    r.err = test::read_file(err);
+    return r;
+}
+
+void cli_refused(const Run& r, const std::string& what) {
+    CAPTURE(r.err);
+    CHECK(r.status == 1);
+    CHECK(r.err.rfind("ember: error: ", 0) == 0);
+    CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+    CHECK(r.err.find(what) != std::string::npos);
+}
+
+std::string q(const std::string& s) { return "'" + s + "'"; }
+
+}  // namespace
+
+TEST_CASE("bad input: an .ember whose header claims more than the file holds") {
+    test::TempDir dir;
+    const std::string good = good_file(dir, false);
+    {
+        Edit e{good};
+        const uint32_t huge = 0x7fffffff;
+        std::memcpy(&e.bytes[0], &huge, 4);
+        refused(dir, e.bytes, "header claims a 2147483647-byte index but the file holds " + std::to_string(good.size()) + " bytes");
+    }
+    {
+        Edit e{good};
+        e.set<uint64_t>(e.model(), fb::Model::VT_DATA_SIZE, e.model()->data_size() + 64);
+        refused(dir, e.bytes, "header claims a data section of " + std::to_string(e.model()->data_size()) + " bytes at offset");
+    }
+    {
+        Edit e{good};
+        const uint64_t past = (e.model()->data_size() + 63) / 64 * 64;
+        e.set<uint64_t>(e.tensor("wpe"), fb::Tensor::VT_DATA_OFFSET, past);
+        refused(dir, e.bytes, "tensor 'wpe' data bytes [" + std::to_string(past) + ", ");
+        refused(dir, e.bytes, ") lie past the data section (" + std::to_string(e.model()->data_size()) + " bytes)");
+    }
+    {
+        Edit e{good};
+        e.set<uint64_t>(e.tensor("wpe"), fb::Tensor::VT_DATA_SIZE, e.tensor("wpe")->data_size() * 2);
+        refused(dir, e.bytes, "tensor 'wpe' data_size is");
+    }
+    {
+        Edit e{good};
+        e.set<uint64_t>(e.tensor("h.0.fc.weight"), fb::Tensor::VT_SCALES_OFFSET, 3);
+        refused(dir, e.bytes, "tensor 'h.0.fc.weight' scales_offset 3 is not a multiple of 64");
+    }
+}
+
+TEST_CASE("bad input: .ember dimensions out of range or overflowing 32-bit products name the fields") {
+    test::TempDir dir;
+    const std::string good = good_file(dir, false);
+    struct Case {
+        flatbuffers::voffset_t field;
+        uint32_t value;
+        flatbuffers::voffset_t field2;
+        uint32_t value2;
+        std::string what;
+    };
+    using C = fb::Config;
+    for (const Case& c : {
+             Case{C::VT_N_LAYER, 0, 0, 0, "config.n_layer = 0 is out of range [1, 1024]"},
+             Case{C::VT_N_EMBD, 1u << 25, 0, 0, "config.n_embd = 33554432 is out of range [1, 16777216]"},
+             Case{C::VT_VOCAB_SIZE, 1u << 20, C::VT_N_EMBD, 1u << 12,
+                  "config.vocab_size x config.n_embd = 4294967296 elements (wte / lm_head) is more than 2^31 - 1"},
+             Case{C::VT_BLOCK_SIZE, 1u << 16, C::VT_FFN_HIDDEN, 1u << 16,
+                  "config.block_size x config.ffn_hidden = 4294967296 elements (the FFN activations of a window)"},
+             Case{C::VT_N_LAYER, 1024, C::VT_BLOCK_SIZE, 1u << 16,
+                  "config.n_layer x config.block_size x config.n_embd = 2147483648 elements (the KV cache)"},
+             Case{C::VT_BLOCK_SIZE, 1u << 24, C::VT_N_EMBD, 1u << 8,
+                  "config.block_size x config.n_embd = 4294967296 elements (wpe)"},
+             Case{C::VT_N_HEAD, 5, 0, 0, "config.n_embd 32 is not divisible by config.n_head 5"},
+             Case{C::VT_VOCAB_SIZE, 36, 0, 0, "tokenizer holds 37 entries but config.vocab_size is 36"},
+         }) {
+        CAPTURE(c.what);
+        Edit e{good};
+        e.config(c.field, c.value);
+        if (c.field2) e.config(c.field2, c.value2);
+        refused(dir, e.bytes, c.what);
+    }
+    Edit e{good};
+    e.set<uint32_t>(e.model(), fb::Model::VT_FORMAT_VERSION, 3);
+    refused(dir, e.bytes, "format_version 3 is not supported (this ember reads versions 1 and 2)");
+}
+
+TEST_CASE("bad input: an .ember int8 group size of 0 or larger than the row, a shape or dtype that disagrees") {
+    test::TempDir dir;
+    const std::string good = good_file(dir, false);
+    const Edit g{good};
+    const fb::Tensor* fc = g.tensor("h.0.fc.weight");
+    const uint32_t cols = fc->shape()->Get(1);
+    for (uint32_t bad : {0u, cols + 1}) {
+        Edit e{good};
+        e.set<uint32_t>(e.tensor("h.0.fc.weight"), fb::Tensor::VT_GROUP_SIZE, bad);
+        refused(dir, e.bytes,
+                "tensor 'h.0.fc.weight' group_size " + std::to_string(bad) + " must be in [1, " + std::to_string(cols) + "] (the row length)");
+    }
+    {
+        Edit e{good};
+        const_cast<flatbuffers::Vector<uint32_t>*>(e.tensor("wpe")->shape())->Mutate(1, 31);
+        refused(dir, e.bytes, "tensor 'wpe' has shape [");
+        refused(dir, e.bytes, ", 31] but the configuration needs [");
+    }
+    {
+        Edit e{good};
+        e.set<int8_t>(e.tensor("wpe"), fb::Tensor::VT_DTYPE, 7);
+        refused(dir, e.bytes, "tensor 'wpe' has unknown dtype 7");
+    }
+    {
+        Edit e{good};
+        const size_t at = e.bytes.find("wte");
+        REQUIRE(at != std::string::npos);
+        e.bytes[at + 2] = 'x';
+        refused(dir, e.bytes, "tensor 'wtx' is not part of a gptpy model");
+    }
+}
+
+TEST_CASE("bad input: an .ember char tokenizer entry that is not one Unicode scalar value, or out of order") {
+    test::TempDir dir;
+    const std::string good = good_file(dir, false);
+    const Edit g{good};
+    const uint32_t last = g.model()->tokenizer()->code_points()->size() - 1;
+    auto with = [&](uint32_t i, uint32_t cp) {
+        Edit e{good};
+        const_cast<flatbuffers::Vector<uint32_t>*>(e.model()->tokenizer()->code_points())->Mutate(i, cp);
+        return e.bytes;
+    };
+    const std::string at = "tokenizer.code_points[" + std::to_string(last) + "] = ";
+    refused(dir, with(last, 0xD800), at + "0xD800 is not a Unicode scalar value (a UTF-16 surrogate)");
+    refused(dir, with(last, 0xDFFF), at + "0xDFFF is not a Unicode scalar value (a UTF-16 surrogate)");
+    refused(dir, with(last, 0x110000), at + "0x110000 is not a Unicode scalar value (past U+10FFFF)");
+    refused(dir, with(last, 0xFFFFFFFF), at + "0xFFFFFFFF is not a Unicode scalar value (past U+10FFFF)");
+    refused(dir, with(1, 0), "tokenizer.code_points[1] is not above entry 0");
+}
+
+TEST_CASE("bad input: an .ember BPE tokenizer (format 2) with a duplicate token, a wrong size or an old version") {
+    test::TempDir dir;
+    const std::string good = good_file(dir, true);
+    REQUIRE_NOTHROW(Model::open(dir.file("good_bpe.ember")));
+    {
+        Edit e{good};
+        // Token bytes of GPT-2's merges 0 and 1, " t" and " a", stored one after the other.
+        const size_t at = e.bytes.find(" t a");
+        REQUIRE(at != std::string::npos);
+        e.bytes[at + 3] = 't';
+        refused(dir, e.bytes, "BPE tokens 256 and 257 have the same bytes");
+    }
+    {
+        Edit e{good};
+        e.config(fb::Config::VT_TOKENIZER_SIZE, 300);
+        refused(dir, e.bytes, "config.tokenizer_size 300 but the tokenizer holds 297 entries");
+    }
+    {
+        Edit e{good};
+        e.set<uint32_t>(e.model(), fb::Model::VT_FORMAT_VERSION, 1);
+        refused(dir, e.bytes, "format_version 1 cannot hold a BPE tokenizer");
+    }
+    {
+        Edit e{good};
+        const_cast<flatbuffers::Vector<uint32_t>*>(e.model()->tokenizer()->token_offsets())->Mutate(5, 0);
+        refused(dir, e.bytes, "BPE token 4 is empty (offsets must ascend)");
+    }
+}
+
+TEST_CASE("bad input: safetensors headers") {
+    test::TempDir dir;
+    auto file = [&](const std::string& header, const std::string& data) {
+        std::string b(8, '\0');
+        const uint64_t n = header.size();
+        std::memcpy(&b[0], &n, 8);
+        test::write_file(dir.file("m.safetensors"), b + header + data);
+        return dir.file("m.safetensors");
+    };
+    auto refused_st = [&](const std::string& header, const std::string& data, const std::string& what) {
+        CHECK_THROWS_WITH_AS(convert::read_checkpoint(file(header, data)), Contains(what.c_str()), Error);
+    };
+    const std::string data(16, '\0');
+    refused_st(R"({"w": {"dtype": "F32", "shape": [2, 2], "data_offsets": [0, 16]} )", data, "header is not valid JSON");
+    refused_st(R"({"w": {"dtype": "I64", "shape": [2], "data_offsets": [0, 16]}})", data,
+               "safetensors tensor 'w' has dtype I64; only F32, F16 and BF16 are supported");
+    refused_st(R"({"w": {"dtype": "F32", "shape": [2, 2], "data_offsets": [0, 32]}})", data,
+               "safetensors tensor 'w' data_offsets [0, 32] lie outside the 16 data bytes");
+    refused_st(R"({"w": {"dtype": "F32", "shape": [3], "data_offsets": [0, 16]}})", data,
+               "safetensors tensor 'w' data_offsets span 16 bytes, but shape and dtype need 12");
+    refused_st(R"({"w": {"dtype": "F32", "shape": [-2, 2], "data_offsets": [0, 16]}})", data,
+               "safetensors tensor 'w': a shape entry is not a non-negative integer");
+    refused_st(R"({"w": {"dtype": "F32", "shape": [65536, 65536], "data_offsets": [0, 16]}})", data,
+               "safetensors tensor 'w' has more elements than the file has bytes");
+    // A header length past the end of the file.
+    std::string b(8, '\0');
+    const uint64_t n = 1000;
+    std::memcpy(&b[0], &n, 8);
+    test::write_file(dir.file("cut.safetensors"), b + "{\"w\": 1}");
+    CHECK_THROWS_WITH_AS(convert::read_checkpoint(dir.file("cut.safetensors")),
+                         Contains("safetensors header of 1000 bytes runs past the end of the file (16 bytes; truncated?)"), Error);
+}
+
+TEST_CASE("bad input: prompts and text files with unknown characters or invalid UTF-8, through the command") {
+    test::TempDir dir;
+    const std::string m = q(dir.file("good.ember"));
+    good_file(dir, false);
+    test::write_file(dir.file("unknown.txt"), "To be, or not to be\n\xe2\x82\xac");
+    test::write_file(dir.file("invalid.txt"), "To be\n\xc3\x28");
+    cli_refused(ember_cli("generate -m " + m + " -n 3 -p \"$(printf 'ab\\377')\"", dir), "prompt: invalid UTF-8 at byte 2");
+    cli_refused(ember_cli("generate -m " + m + " -n 3 -p '@'", dir), "prompt: character '@' (U+0040) at position 0 is not in the model's vocabulary");
+    cli_refused(ember_cli("eval -m " + m + " --text " + q(dir.file("unknown.txt")), dir),
+                "unknown.txt: character '\xe2\x82\xac' (U+20AC) at position 20 is not in the model's vocabulary");
+    cli_refused(ember_cli("eval -m " + m + " --text " + q(dir.file("invalid.txt")), dir), "invalid.txt: invalid UTF-8 at byte 6");
+    cli_refused(ember_cli("convert " + q(fixture("gptpy/model.pt")) + " --vocab-text " + q(dir.file("invalid.txt")) + " -o " +
+                              q(dir.file("o.ember")),
+                          dir),
+                "invalid.txt: invalid UTF-8 at byte 6");
+}
+
+TEST_CASE("bad input: a Hugging Face config.json that is not JSON, has a bad value, or asks for what ember does not compute") {
+    test::TempDir dir;
+    std::filesystem::copy_file(fixture("gpt2/hf/model.safetensors"), dir.file("model.safetensors"));
+    convert::ConvertOptions o;
+    o.checkpoint = dir.file("model.safetensors");
+    o.tokenizer = {fixture("gpt2/tiny_tokenizer")};
+    o.out = dir.file("o.ember");
+    const auto good = test::load_json(fixture("gpt2/hf/config.json"));
+    auto refused_cfg = [&](const std::string& text, const std::string& what) {
+        test::write_file(dir.file("config.json"), text);
+        CHECK_THROWS_WITH_AS(convert::convert(o), Contains(what.c_str()), Error);
+        CHECK_FALSE(std::filesystem::exists(o.out));
+    };
+    refused_cfg("{\"n_head\": ", "config.json is not readable JSON");
+    auto with = [&](const char* key, const nlohmann::json& v) {
+        auto c = good;
+        c[key] = v;
+        return c.dump();
+    };
+    refused_cfg(with("n_head", "four"), "config.json n_head is not a positive integer of at most 2^24");
+    refused_cfg(with("n_positions", 128), "config.json n_positions = 128 but the weights give 16");
+    refused_cfg(with("scale_attn_by_inverse_layer_idx", true), "config.json scale_attn_by_inverse_layer_idx is not supported");
+}
