@@ -2,7 +2,7 @@
 # Builds the libFuzzer targets with clang (ASan + UBSan) into build-fuzz/ and runs each for
 # SECONDS (default 60), seeded from committed files: tests/fuzz/seeds/ and the test fixtures.
 # New inputs found go to build-fuzz/corpus/TARGET; a crash writes build-fuzz/crash-* and
-# fails the run.
+# fails the run. Targets run side by side, one per core.
 #   tests/fuzz/run.sh [SECONDS] [TARGET ...]   targets: unpickler checkpoint safetensors meta_pkl ember tokenizer bpe frame console_line adapter
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -34,10 +34,41 @@ seeds() {  # the committed seed folders of a target
     adapter)    echo tests/fuzz/seeds/adapter ;;
   esac
 }
-for t in "${targets[@]}"; do
+run_one() {  # runs one target; its output goes to build-fuzz/log-TARGET.txt
+  local t=$1
   mkdir -p build-fuzz/corpus/$t
-  echo "--- fuzz_$t for ${seconds} s"
   # shellcheck disable=SC2046
   build-fuzz/tests/fuzz/fuzz_$t build-fuzz/corpus/$t $(seeds $t) -max_total_time="$seconds" -max_len=131072 \
-    -rss_limit_mb=2048 -timeout=10 -artifact_prefix=build-fuzz/crash-$t- -print_final_stats=1 2>&1 | tail -12
+    -rss_limit_mb=2048 -timeout=10 -artifact_prefix=build-fuzz/crash-$t- -print_final_stats=1 > build-fuzz/log-$t.txt 2>&1
+}
+# One target per core at a time; a target's report is printed when it ends.
+jobs_max=$(nproc)
+declare -A pid_of
+failed=()
+report() {  # report TARGET STATUS
+  echo "--- fuzz_$1 for ${seconds} s: $([[ $2 -eq 0 ]] && echo "no finding" || echo "FAILED (exit $2)")"
+  tail -12 build-fuzz/log-$1.txt
+  [[ $2 -eq 0 ]] || failed+=("$1")
+}
+wait_for() {  # waits for TARGET's run and reports it
+  local rc=0
+  wait "${pid_of[$1]}" || rc=$?
+  report "$1" "$rc"
+  unset "pid_of[$1]"
+}
+running=()
+for t in "${targets[@]}"; do
+  if ((${#running[@]} >= jobs_max)); then
+    wait_for "${running[0]}"
+    running=("${running[@]:1}")
+  fi
+  run_one "$t" &
+  pid_of[$t]=$!
+  running+=("$t")
 done
+for t in "${running[@]}"; do wait_for "$t"; done
+if ((${#failed[@]})); then
+  echo "fuzzing found something in: ${failed[*]} (inputs: build-fuzz/crash-*)"
+  exit 1
+fi
+echo "fuzz: ${#targets[@]} targets, ${seconds} s each, no finding"
