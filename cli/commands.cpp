@@ -10,6 +10,7 @@
 #include "runtime/backend.h"
 #include "runtime/error.h"
 #include "runtime/eval.h"
+#include "runtime/finetune.h"
 #include "runtime/model.h"
 #include "runtime/text_stream.h"
 #include "runtime/tokenizer.h"
@@ -123,8 +124,11 @@ int cmd_generate(const GenerateArgs& a) {
 int cmd_eval(const EvalArgs& a) {
     const Backend backend = parse_backend(a.backend);
     auto model = Model::open(a.model);
-    const auto tok = make_tokenizer(*model);
-    const std::vector<int> ids = tok->encode(read_text_file(a.text), printable(a.text, 200));
+    int64_t skipped = 0;
+    const std::string text = read_text_file(a.text);
+    const std::vector<int> ids = a.skip_unknown ? encode_training_text(*model, text, printable(a.text, 200), true, &skipped)
+                                                : make_tokenizer(*model)->encode(text, printable(a.text, 200));
+    if (skipped > 0) std::printf("%lld characters outside the vocabulary skipped\n", static_cast<long long>(skipped));
     const int64_t start = a.split == "val" ? val_split_start(static_cast<int64_t>(ids.size())) : 0;
     if (ids.size() - start < 2) {
         fail(printable(a.text, 200), ": the ", a.split == "val" ? "validation split (last 10%)" : "text", " holds ",

@@ -33,6 +33,7 @@ struct EvalArgs {
     int threads = 0;
     std::string backend = "auto";
     std::string adapter;  // LoRA adapter file (unmerged), or ""
+    bool skip_unknown = false;  // drop (and count) characters outside a char model's vocabulary
 };
 int cmd_eval(const EvalArgs& a);
 

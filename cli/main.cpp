@@ -64,6 +64,7 @@ int main(int argc, char** argv) {
     e->add_option("--threads", ev.threads, "0 = all cores")->capture_default_str()->check(CLI::Range(0, kMaxThreads));
     e->add_option("--backend", ev.backend, "cpu | cuda | auto (CUDA when a GPU is present)")->capture_default_str();
     e->add_option("--adapter", ev.adapter, "LoRA adapter file (ember finetune), applied unmerged");
+    e->add_flag("--skip-unknown", ev.skip_unknown, "drop (and count) characters outside the model's vocabulary, as ember finetune does");
 
     cli::FinetuneArgs ft;
     auto* ftc = app.add_subcommand("finetune", "LoRA fine-tuning on a text (the last 10% held out), or --merge an adapter");

@@ -93,6 +93,12 @@ TEST_CASE("ember finetune: train, resume, generate and eval with the adapter, me
     r = ember_cli(common + " --steps 1 -o " + q(dir.file("b.emba")) + " --text " + q(odd) + " --skip-unknown", dir);
     CHECK(r.status == 0);
     CHECK(r.out.find("1 characters outside the vocabulary skipped") != std::string::npos);
+    // eval: the same characters refused, or skipped and counted with --skip-unknown
+    check_refused(ember_cli("eval -m " + q(model) + " --split all --text " + q(odd), dir), "U+20AC");
+    r = ember_cli("eval -m " + q(model) + " --split all --text " + q(odd) + " --skip-unknown", dir);
+    CHECK(r.status == 0);
+    CHECK(r.out.find("1 characters outside the vocabulary skipped") != std::string::npos);
+    CHECK(r.out.find("loss ") != std::string::npos);
     check_refused(ember_cli("generate -m " + q(model) + " --adapter " + q(model) + " -n 2", dir), "is a model");
     check_refused(ember_cli("finetune -m " + q(model) + " --merge -o " + q(dir.file("x.ember")), dir), "--merge needs --adapter");
     check_refused(ember_cli("finetune -m " + q(model) + " --text " + q(text) + " --seq 17 --steps 1 -o " + q(dir.file("c.emba")), dir),
