@@ -15,11 +15,17 @@
 #include "ember_generated.h"
 #include "runtime/error.h"
 #include "runtime/model.h"
+#include "cli_util.h"
 #include "test_util.h"
 
 using namespace ember;
 using doctest::Contains;
 using test::fixture;
+
+using ember::test::check_refused;
+using ember::test::ember_cli;
+using ember::test::q;
+using ember::test::Run;
 
 namespace {
 
@@ -68,31 +74,6 @@ void refused(const test::TempDir& dir, const std::string& bytes, const std::stri
     test::write_file(path, bytes);
     CHECK_THROWS_WITH_AS(Model::open(path), Contains(what.c_str()), Error);
 }
-
-struct Run {
-    int status = -1;
-    std::string out, err;
-};
-
-Run ember_cli(const std::string& args, const test::TempDir& dir) {
-    const std::string out = dir.file("stdout"), err = dir.file("stderr");
-    const int rc = std::system((std::string(EMBER_CLI) + " " + args + " >'" + out + "' 2>'" + err + "' </dev/null").c_str());
-    Run r;
-    r.status = WIFEXITED(rc) ? WEXITSTATUS(rc) : 128 + (WIFSIGNALED(rc) ? WTERMSIG(rc) : 0);
-    r.out = test::read_file(out);
-    r.err = test::read_file(err);
-    return r;
-}
-
-void cli_refused(const Run& r, const std::string& what) {
-    CAPTURE(r.err);
-    CHECK(r.status == 1);
-    CHECK(r.err.rfind("ember: error: ", 0) == 0);
-    CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
-    CHECK(r.err.find(what) != std::string::npos);
-}
-
-std::string q(const std::string& s) { return "'" + s + "'"; }
 
 }  // namespace
 
@@ -283,12 +264,12 @@ TEST_CASE("bad input: prompts and text files with unknown characters or invalid 
     good_file(dir, false);
     test::write_file(dir.file("unknown.txt"), "To be, or not to be\n\xe2\x82\xac");
     test::write_file(dir.file("invalid.txt"), "To be\n\xc3\x28");
-    cli_refused(ember_cli("generate -m " + m + " -n 3 -p \"$(printf 'ab\\377')\"", dir), "prompt: invalid UTF-8 at byte 2");
-    cli_refused(ember_cli("generate -m " + m + " -n 3 -p '@'", dir), "prompt: character '@' (U+0040) at position 0 is not in the model's vocabulary");
-    cli_refused(ember_cli("eval -m " + m + " --text " + q(dir.file("unknown.txt")), dir),
+    check_refused(ember_cli("generate -m " + m + " -n 3 -p \"$(printf 'ab\\377')\"", dir), "prompt: invalid UTF-8 at byte 2");
+    check_refused(ember_cli("generate -m " + m + " -n 3 -p '@'", dir), "prompt: character '@' (U+0040) at position 0 is not in the model's vocabulary");
+    check_refused(ember_cli("eval -m " + m + " --text " + q(dir.file("unknown.txt")), dir),
                 "unknown.txt: character '\xe2\x82\xac' (U+20AC) at position 20 is not in the model's vocabulary");
-    cli_refused(ember_cli("eval -m " + m + " --text " + q(dir.file("invalid.txt")), dir), "invalid.txt: invalid UTF-8 at byte 6");
-    cli_refused(ember_cli("convert " + q(fixture("gptpy/model.pt")) + " --vocab-text " + q(dir.file("invalid.txt")) + " -o " +
+    check_refused(ember_cli("eval -m " + m + " --text " + q(dir.file("invalid.txt")), dir), "invalid.txt: invalid UTF-8 at byte 6");
+    check_refused(ember_cli("convert " + q(fixture("gptpy/model.pt")) + " --vocab-text " + q(dir.file("invalid.txt")) + " -o " +
                               q(dir.file("o.ember")),
                           dir),
                 "invalid.txt: invalid UTF-8 at byte 6");

@@ -25,10 +25,16 @@
 #include "runtime/text_stream.h"
 #include "runtime/tokenizer.h"
 #include "runtime/utf8.h"
+#include "cli_util.h"
 #include "test_util.h"
 
 using namespace ember;
 using ember::test::fixture;
+
+using ember::test::check_refused;
+using ember::test::ember_cli;
+using ember::test::q;
+using ember::test::Run;
 
 namespace {
 
@@ -112,23 +118,6 @@ bool is_complete_utf8(std::string_view b) {
         if (!utf8_next(b, pos, cp)) return false;
     return true;
 }
-
-struct Run {
-    int status = -1;
-    std::string out, err;
-};
-
-Run ember_cli(const std::string& args, const test::TempDir& dir) {
-    const std::string out = dir.file("stdout"), err = dir.file("stderr");
-    const int rc = std::system((std::string(EMBER_CLI) + " " + args + " >'" + out + "' 2>'" + err + "' </dev/null").c_str());
-    Run r;
-    r.status = WIFEXITED(rc) ? WEXITSTATUS(rc) : 128 + (WIFSIGNALED(rc) ? WTERMSIG(rc) : 0);
-    r.out = test::read_file(out);
-    r.err = test::read_file(err);
-    return r;
-}
-
-std::string q(const std::string& s) { return "'" + s + "'"; }
 
 // A console on a pty slave in a thread; the test talks to the master.
 class PtyConsole {

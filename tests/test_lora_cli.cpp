@@ -9,37 +9,17 @@
 #include <filesystem>
 #include <string>
 
+#include "cli_util.h"
 #include "test_util.h"
 
 using ember::test::fixture;
 
+using ember::test::check_refused;
+using ember::test::ember_cli;
+using ember::test::q;
+using ember::test::Run;
+
 namespace {
-
-struct Run {
-    int status = -1;
-    std::string out, err;
-};
-
-Run ember_cli(const std::string& args, const ember::test::TempDir& dir) {
-    const std::string out = dir.file("stdout"), err = dir.file("stderr");
-    const std::string cmd = std::string(EMBER_CLI) + " " + args + " >'" + out + "' 2>'" + err + "' </dev/null";
-    const int rc = std::system(cmd.c_str());
-    Run r;
-    r.status = WIFEXITED(rc) ? WEXITSTATUS(rc) : 128 + (WIFSIGNALED(rc) ? WTERMSIG(rc) : 0);
-    r.out = ember::test::read_file(out);
-    r.err = ember::test::read_file(err);
-    return r;
-}
-
-void check_refused(const Run& r, const std::string& what) {
-    CAPTURE(r.err);
-    CHECK(r.status == 1);
-    CHECK(r.err.rfind("ember: error: ", 0) == 0);
-    CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
-    CHECK(r.err.find(what) != std::string::npos);
-}
-
-std::string q(const std::string& s) { return "'" + s + "'"; }
 
 double loss_of(const std::string& eval_out) { return std::stod(eval_out.substr(eval_out.find("loss ") + 5)); }
 
