@@ -26,6 +26,7 @@
 #include "runtime/tokenizer.h"
 #include "runtime/utf8.h"
 #include "cli_util.h"
+#include "gpt2_test_util.h"
 #include "test_util.h"
 
 using namespace ember;
@@ -50,38 +51,7 @@ std::string make_bpe_model(const test::TempDir& dir, const std::string& name) {
     spec.bpe = convert::read_gpt2_tokenizer({fixture("gpt2/tokenizer/vocab.bpe"), fixture("gpt2/tokenizer/encoder.json")});
     const BpeTokenizer bpe(spec.bpe);
     const std::vector<int> emoji = bpe.encode(kEmoji, "emoji");
-    convert::CanonicalModel cm;
-    ModelConfig& c = cm.config;
-    c.arch = Arch::HfGpt2;
-    c.n_layer = 1;
-    c.n_head = 2;
-    c.n_embd = C;
-    c.block_size = S;
-    c.vocab_size = V;
-    c.ffn_hidden = 4 * C;
-    c.activation = kernels::ActivationKind::GeluTanh;
-    c.attn_scale = 1.0f / std::sqrt(4.0f);
-    c.tied_lm_head = false;
-    std::mt19937 rng(11);
-    std::normal_distribution<float> nd(0.0f, 0.5f);
-    auto t = [&](const std::string& n, std::vector<int64_t> shape, float base = 0.0f, bool random = true) {
-        int64_t k = 1;
-        for (auto d : shape) k *= d;
-        std::vector<float> v(static_cast<size_t>(k));
-        for (auto& x : v) x = base + (random ? nd(rng) : 0.0f);
-        cm.tensors.push_back({n, shape, std::move(v), n, convert::SourceDType::F32});
-    };
-    t("wte", {V, C});
-    t("wpe", {S, C});
-    t("h.0.ln_1.weight", {C}, 1.0f);
-    t("h.0.qkv.weight", {3 * C, C});
-    t("h.0.proj.weight", {C, C});
-    t("h.0.ln_2.weight", {C}, 1.0f);
-    t("h.0.fc.weight", {4 * C, C});
-    t("h.0.fc2.weight", {C, 4 * C});
-    t("ln_f.weight", {C}, 1.0f);
-    t("lm_head.weight", {V, C});
-    t("lm_head.bias", {V}, 0.0f, false);
+    convert::CanonicalModel cm = test::tiny_gpt2_model(V, C, S, 11);
     std::vector<float>& bias = cm.tensors.back().values;
     for (size_t i = 0; i < emoji.size(); ++i) bias[static_cast<size_t>(emoji[i])] = i == 0 ? 14.0f : 13.0f;
     for (int i = 50257; i < V; ++i) bias[static_cast<size_t>(i)] = 1000.0f;

@@ -23,6 +23,7 @@
 #include "runtime/text_stream.h"
 #include "runtime/tokenizer.h"
 #include "runtime/utf8.h"
+#include "gpt2_test_util.h"
 #include "test_util.h"
 
 using namespace ember;
@@ -285,38 +286,7 @@ TEST_CASE("GPT-2's tokenizer with an embedding padded to 50304 rows: padding row
     // A tiny random model of GPT-2's padded vocabulary whose padding rows have the largest
     // logits (lm_head bias 1000): any sampler that looked at them would pick them.
     const int V = 50304, C = 8, S = 8;
-    convert::CanonicalModel cm;
-    ModelConfig& c = cm.config;
-    c.arch = Arch::HfGpt2;
-    c.n_layer = 1;
-    c.n_head = 2;
-    c.n_embd = C;
-    c.block_size = S;
-    c.vocab_size = V;
-    c.ffn_hidden = 4 * C;
-    c.activation = kernels::ActivationKind::GeluTanh;
-    c.attn_scale = 1.0f / std::sqrt(4.0f);
-    c.tied_lm_head = false;
-    std::mt19937 rng(3);
-    std::normal_distribution<float> nd(0.0f, 0.5f);
-    auto t = [&](const std::string& name, std::vector<int64_t> shape, float base = 0.0f, bool random = true) {
-        int64_t n = 1;
-        for (auto d : shape) n *= d;
-        std::vector<float> v(static_cast<size_t>(n));
-        for (auto& x : v) x = base + (random ? nd(rng) : 0.0f);
-        cm.tensors.push_back({name, shape, std::move(v), name, convert::SourceDType::F32});
-    };
-    t("wte", {V, C});
-    t("wpe", {S, C});
-    t("h.0.ln_1.weight", {C}, 1.0f);
-    t("h.0.qkv.weight", {3 * C, C});
-    t("h.0.proj.weight", {C, C});
-    t("h.0.ln_2.weight", {C}, 1.0f);
-    t("h.0.fc.weight", {4 * C, C});
-    t("h.0.fc2.weight", {C, 4 * C});
-    t("ln_f.weight", {C}, 1.0f);
-    t("lm_head.weight", {V, C});
-    t("lm_head.bias", {V}, 0.0f, false);
+    convert::CanonicalModel cm = test::tiny_gpt2_model(V, C, S, 3);
     for (int i = 50257; i < V; ++i) cm.tensors.back().values[static_cast<size_t>(i)] = 1000.0f;
     convert::TokenizerSpec spec;
     spec.bpe = convert::read_gpt2_tokenizer({fixture("gpt2/tokenizer/vocab.bpe"), fixture("gpt2/tokenizer/encoder.json")});
