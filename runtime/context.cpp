@@ -21,4 +21,10 @@ void check_token_ids(const int* ids, int n, int vocab_size) {
     }
 }
 
+void check_window(const int* ids, int T, int block_size, int vocab_size, bool all_logits) {
+    if (!all_logits) fail("forward_window needs a session planned with all_logits");
+    if (T < 1 || T > block_size) fail("window of ", T, " tokens is outside [1, block_size = ", block_size, "]");
+    check_token_ids(ids, T, vocab_size);
+}
+
 }  // namespace ember

@@ -22,6 +22,9 @@ const char* context_policy_name(ContextPolicy p);
 
 // Throws ember::Error naming the first id outside [0, vocab_size) and its index.
 void check_token_ids(const int* ids, int n, int vocab_size);
+// An eval window ids [T]: 1 <= T <= block_size, ids checked, and a session planned with
+// all_logits (SessionOptions). Throws ember::Error.
+void check_window(const int* ids, int T, int block_size, int vocab_size, bool all_logits);
 
 class ContextWindow {
 public:

@@ -180,9 +180,7 @@ void Session::append(const int* ids, int n) {
 
 const float* Session::forward_window(const int* ids, int T) {
     const ModelConfig& c = model_.config();
-    if (!opts_.all_logits) fail("forward_window needs a session planned with all_logits");
-    if (T < 1 || T > c.block_size) fail("window of ", T, " tokens is outside [1, block_size = ", c.block_size, "]");
-    check_token_ids(ids, T, c.vocab_size);
+    check_window(ids, T, c.block_size, c.vocab_size, opts_.all_logits);
     reset();
     forward(ids, T, 0, 0, 1, true);
     return buf<float>(plan_.logits);
