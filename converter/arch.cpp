@@ -3,7 +3,6 @@
 #include <nlohmann/json.hpp>
 
 #include <cmath>
-#include <regex>
 #include <set>
 
 #include "runtime/error.h"
@@ -70,19 +69,31 @@ struct Taker {
     }
 };
 
-int count_indexed(const TensorMap& t, const std::regex& re) {
+// The number of distinct N among keys PREFIX + N + REST (N decimal digits; REST starts with
+// `rest`, or equals it when `exact`), when they run 0..count-1; -i-1 when index i is missing,
+// -1 for an N of more than 4 digits (no such model). Plain string scanning: std::regex
+// recursed once per character and overflowed the stack on a key of a million digits.
+int count_indexed(const TensorMap& t, const std::string& prefix, const std::string& rest, bool exact = false) {
     std::set<int> seen;
-    std::smatch m;
     for (const auto& kv : t) {
-        if (std::regex_search(kv.first, m, re)) {
-            if (m[1].length() > 4) return -1;  // an index past 9999: no such model
-            seen.insert(std::stoi(m[1]));
-        }
+        const std::string& k = kv.first;
+        if (k.compare(0, prefix.size(), prefix) != 0) continue;
+        size_t end = prefix.size();
+        while (end < k.size() && k[end] >= '0' && k[end] <= '9') ++end;
+        const size_t digits = end - prefix.size();
+        if (digits == 0) continue;
+        if (exact ? k.compare(end, std::string::npos, rest) != 0 : k.compare(end, rest.size(), rest) != 0) continue;
+        if (digits > 4) return -1;
+        seen.insert(std::stoi(k.substr(prefix.size(), digits)));
     }
     for (int i = 0; i < static_cast<int>(seen.size()); ++i) {
         if (!seen.count(i)) return -i - 1;  // a gap: index i missing
     }
     return static_cast<int>(seen.size());
+}
+
+bool ends_with(const std::string& s, const std::string& tail) {
+    return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
 }
 
 const std::vector<int64_t>& shape_of(const TensorMap& t, const std::string& key, const std::string& what, size_t rank) {
@@ -100,9 +111,14 @@ void check_config(const ModelConfig& c, const std::string& what) {
 
 void finish(TensorMap& t, CanonicalModel& out, const std::string& what) {
     // Drop the buffers that carry no weights; anything else left over is an error.
-    const std::regex buffers(R"((^|\.)(tril|attn\.bias|attn\.masked_bias)$)");
+    auto is_buffer = [](const std::string& k) {
+        for (const char* b : {"tril", "attn.bias", "attn.masked_bias"}) {
+            if (k == b || ends_with(k, std::string(".") + b)) return true;
+        }
+        return false;
+    };
     for (auto it = t.begin(); it != t.end();) {
-        if (std::regex_search(it->first, buffers)) {
+        if (is_buffer(it->first)) {
             out.dropped.push_back(it->first);
             it = t.erase(it);
         } else {
@@ -120,12 +136,13 @@ CanonicalModel map_gptpy(TensorMap& t, const std::string& what, CanonicalModel o
     c.vocab_size = static_cast<int>(wte[0]);
     c.n_embd = static_cast<int>(wte[1]);
     c.block_size = static_cast<int>(shape_of(t, "position_embedding_table.weight", what, 2)[0]);
-    c.n_layer = count_indexed(t, std::regex(R"(^blocks\.(\d+)\.)"));
-    if (c.n_layer <= 0) fail(what, ": no transformer blocks (blocks.N.*) found", c.n_layer < 0 ? " (gap in the numbering)" : "");
-    c.n_head = count_indexed(t, std::regex(R"(^blocks\.0\.sa\.heads\.(\d+)\.query\.weight$)"));
+    c.n_layer = count_indexed(t, "blocks.", ".");
+    if (c.n_layer <= 0) fail(what, ": no transformer blocks (blocks.N.*) found", c.n_layer < 0 ? " (a gap in the numbering, or an index over 9999)" : "");
+    c.n_head = count_indexed(t, "blocks.0.sa.heads.", ".query.weight", true);
     if (c.n_head <= 0) fail(what, ": blocks.0.sa.heads.N.query.weight not found");
     const int64_t hs = shape_of(t, "blocks.0.sa.heads.0.query.weight", what, 2)[0];
-    if (hs * c.n_head != c.n_embd) fail(what, ": n_head ", c.n_head, " x head_size ", hs, " != n_embd ", c.n_embd);
+    // hs is bounded first: a pickle may give a zero-element [2^62, 0] tensor, and hs * n_head overflowed.
+    if (hs <= 0 || hs > c.n_embd || hs * c.n_head != c.n_embd) fail(what, ": n_head ", c.n_head, " x head_size ", hs, " != n_embd ", c.n_embd);
     check_config(c, what);
     c.ffn_hidden = static_cast<int>(shape_of(t, "blocks.0.ffwd.net.0.weight", what, 2)[0]);
     c.attn_scale = 1.0f / std::sqrt(static_cast<float>(hs));
@@ -178,7 +195,7 @@ CanonicalModel map_nanogpt(TensorMap& t, const std::string& model_args, const st
     c.vocab_size = static_cast<int>(wte[0]);
     c.n_embd = static_cast<int>(wte[1]);
     c.block_size = static_cast<int>(shape_of(t, p + "wpe.weight", what, 2)[0]);
-    c.n_layer = count_indexed(t, std::regex(R"(^transformer\.h\.(\d+)\.)"));
+    c.n_layer = count_indexed(t, "transformer.h.", ".");
     if (c.n_layer <= 0) fail(what, ": no transformer blocks (transformer.h.N.*) found");
     if (model_args.empty()) fail(what, ": nanoGPT checkpoint without model_args: n_head cannot be read from the weights");
     nlohmann::json args;
@@ -279,7 +296,10 @@ CanonicalModel map_hf_gpt2(TensorMap& t, const std::string& config_json, const s
         return cfg[k].get<bool>();
     };
     if (cfg.contains("model_type") && cfg["model_type"] != "gpt2") {
-        fail(what, ": config.json model_type is ", printable(cfg["model_type"].dump()), ", not \"gpt2\"");
+        // Only a string is printed: dump() recurses per nesting level of a hostile value.
+        const auto& mt = cfg["model_type"];
+        fail(what, ": config.json model_type is ", mt.is_string() ? "\"" + printable(mt.get<std::string>()) + "\"" : std::string("a JSON ") + mt.type_name(),
+             ", not \"gpt2\"");
     }
     c.n_head = get_int({"n_head"}, true);
     const int cfg_layer = get_int({"n_layer"}, true), cfg_embd = get_int({"n_embd"}, true);
@@ -309,7 +329,7 @@ CanonicalModel map_hf_gpt2(TensorMap& t, const std::string& config_json, const s
     c.vocab_size = static_cast<int>(emb[0]);
     c.n_embd = static_cast<int>(emb[1]);
     c.block_size = static_cast<int>(shape_of(t, p + "wpe.weight", what, 2)[0]);
-    c.n_layer = count_indexed(t, std::regex("^" + std::string(p.empty() ? "" : R"(transformer\.)") + R"(h\.(\d+)\.)"));
+    c.n_layer = count_indexed(t, p + "h.", ".");
     if (c.n_layer <= 0) fail(what, ": no transformer blocks (", p, "h.N.*) found");
     const std::pair<const char*, std::pair<int, int>> agree[] = {{"n_layer", {cfg_layer, c.n_layer}},
                                                                  {"n_embd", {cfg_embd, c.n_embd}},

@@ -449,6 +449,11 @@ std::vector<uint32_t> read_meta_pkl(const std::string& path) {
         if (it == by_id.end()) fail(path, ": meta.pkl itos has no entry for id ", id, " (vocab_size ", vocab, ")");
         auto [prev, fresh] = seen.emplace(it->second, id);
         if (!fresh) fail(path, ": meta.pkl ids ", prev->second, " and ", id, " map to the same character ", code_point_name(it->second));
+        if (!code_points.empty() && it->second < code_points.back()) {
+            fail(path, ": meta.pkl itos[", id, "] = ", code_point_name(it->second), " is below itos[", id - 1, "] = ",
+                 code_point_name(code_points.back()), ": ember's char tokenizer needs ids in code-point order, as nanoGPT's "
+                 "prepare.py makes them (sorted(set(text)))");
+        }
         code_points.push_back(it->second);
     }
     // stoi, when present, must be the inverse of itos.

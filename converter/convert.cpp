@@ -75,13 +75,7 @@ ConvertResult convert(const ConvertOptions& opts) {
              " characters but the checkpoint's wte has ", model.config.vocab_size, " rows: it is not the vocabulary this model was trained with");
     }
     ProvenanceInfo prov{base_name(opts.checkpoint), sha256_file(opts.checkpoint), r.vocab_source};
-    r.report = write_ember(model, tok, prov, opts.write, opts.out);
-    try {
-        Model::open(opts.out);
-    } catch (const Error& e) {
-        ::unlink(opts.out.c_str());
-        fail("the written file does not load, removed it: ", e.what());
-    }
+    r.report = write_ember(model, tok, prov, opts.write, opts.out);  // checked by Model::open before it replaces anything
     r.config = model.config;
     r.stripped_prefix = model.stripped_prefix;
     r.dropped = model.dropped;

@@ -99,7 +99,9 @@ BpeData read_gpt2_tokenizer(const std::vector<std::string>& files) {
     id_of.reserve(n);
     for (const auto& [key, value] : enc.items()) {
         if (!value.is_number_unsigned() || value.get<uint64_t>() >= n) {
-            fail(vw, ": token '", printable(key), "' has id ", printable(value.dump()), "; ids must be 0..", n - 1);
+            // dump() only for numbers: it recurses per nesting level of a hostile value.
+            fail(vw, ": token '", printable(key), "' has id ", value.is_number() ? value.dump() : std::string("a JSON ") + value.type_name(),
+                 "; ids must be 0..", n - 1);
         }
         const auto id = value.get<uint32_t>();
         if (have[id]) fail(vw, ": id ", id, " is given to two tokens");

@@ -112,14 +112,7 @@ WriteReport merge_adapter(const Model& model, const LoraAdapter& adapter, const 
     prov.source_file = file_name(model.path()) + " + LoRA " + file_name(adapter_path);
     prov.source_sha256 = sha256_file(model.path());
     prov.vocab_source = file_name(model.path());
-    WriteReport rep = write_ember(cm, model.code_points(), prov, wo, out_path);
-    try {
-        Model::open(out_path);  // the result must load, or it goes
-    } catch (...) {
-        std::remove(out_path.c_str());
-        throw;
-    }
-    return rep;
+    return write_ember(cm, model.code_points(), prov, wo, out_path);  // checked by Model::open before the rename
 }
 
 }  // namespace ember::convert

@@ -12,6 +12,7 @@
 #include "ember_generated.h"
 #include "kernels/cpu/half.h"
 #include "runtime/error.h"
+#include "runtime/model.h"
 
 namespace ember::convert {
 
@@ -201,6 +202,14 @@ WriteReport write_ember(const CanonicalModel& model, const TokenizerSpec& tokeni
         ::close(fd);
         ::unlink(tmp.c_str());
         throw;
+    }
+    if (opts.verify) {
+        try {
+            Model::open(tmp);
+        } catch (const Error& e) {
+            ::unlink(tmp.c_str());
+            fail("the converted model fails the loader's checks, nothing written to ", out_path, ": ", e.what());
+        }
     }
     if (std::rename(tmp.c_str(), out_path.c_str()) != 0) {
         const int err = errno;

@@ -1,8 +1,9 @@
 // Writing a canonical model as an .ember file (schema/ember.fbs): 2-D weights in the chosen
 // dtype (f32, f16, or int8 groups), 1-D tensors (biases, LayerNorm) always f32, each tensor's
 // bytes at a 64-byte aligned offset of the data section, XXH64 over the data section.
-// The file appears atomically: written to OUT.tmp-PID, synced, renamed; on any error the
-// temporary is removed and OUT is untouched.
+// The file appears atomically: written to OUT.tmp-PID, synced, opened with Model::open (every
+// check the runtime makes), and only then renamed; on any error the temporary is removed and
+// OUT, and a model already there, is untouched.
 #pragma once
 
 #include <cstdint>
@@ -21,6 +22,7 @@ const char* dtype_name(WeightDType d);
 struct WriteOptions {
     WeightDType dtype = WeightDType::Int8;
     int group_size = 64;  // int8: elements per scale along a row; 0 = a whole row
+    bool verify = true;   // refuse a file Model::open refuses; false only for tests that need one
 };
 
 struct ProvenanceInfo {

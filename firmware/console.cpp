@@ -479,6 +479,8 @@ void Console::cmd_flash() {
     ro.models_dir = opts_.models_dir;
     ro.idle_timeout_ms = opts_.flash_idle_ms;
     ro.kill_before_rename = opts_.kill_before_rename;
+    ro.fail_dir_fsync = opts_.fail_dir_fsync;
+    ro.memory_limit = opts_.flash_memory_limit;
     const std::string pending = inbox_.substr(inbox_pos_);
     inbox_.clear();
     inbox_pos_ = 0;

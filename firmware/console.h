@@ -31,6 +31,8 @@ struct ConsoleOptions {
     bool crlf = false;             // write "\r\n" for "\n" (serial terminals)
     int flash_idle_ms = 30000;     // binary mode ends after this long without a frame
     bool kill_before_rename = false;  // test hook, see ReceiverOptions
+    bool fail_dir_fsync = false;      // test hook, see ReceiverOptions
+    uint64_t flash_memory_limit = 0;  // see ReceiverOptions::memory_limit
 };
 
 class Console {

@@ -12,6 +12,7 @@
 #include "firmware/serial_port.h"
 #include "runtime/error.h"
 #include "runtime/model.h"
+#include "runtime/session.h"
 #include "runtime/sha256.h"
 #include "runtime/utf8.h"
 
@@ -239,14 +240,28 @@ void FlashReceiver::on_done(const Frame& in, std::vector<Frame>& out) {
     if (got != sha_hex_) return reject("SHA-256 mismatch: the received file hashes to " + got + ", the offer said " + sha_hex_);
     try {
         auto model = Model::open(part_path_);
+        // A valid file whose sessions this device cannot hold would replace a model that runs.
+        try {
+            check_plan_fits(plan_memory(*model, 1, false), *model, opts_.memory_limit);
+        } catch (const Error& e) {
+            return reject(std::string("the model does not fit this device, nothing installed: ") + e.what());
+        }
     } catch (const Error& e) {
         return reject(std::string("not a valid .ember model, nothing installed: ") + e.what());
     }
     if (opts_.kill_before_rename) ::raise(SIGKILL);
     if (::rename(part_path_.c_str(), target.c_str()) != 0) return reject(target + ": rename: " + std::strerror(errno));
-    fsync_dir(opts_.models_dir);
+    // Installed from here on: a folder that will not sync is a warning with the install,
+    // never a refusal (it used to NAK a model that was in place, then refuse the repeated DONE).
     outcome_.installed = true;
-    finish(0, "installed " + name_ + ".ember (" + std::to_string(size_) + " bytes, sha256 " + sha_hex_ + ")");
+    std::string warning;
+    try {
+        if (opts_.fail_dir_fsync) fail(printable(opts_.models_dir, 200), ": fsync: Input/output error (test hook)");
+        fsync_dir(opts_.models_dir);
+    } catch (const Error& e) {
+        warning = std::string("; warning: ") + e.what() + ": the install may not survive a power cut";
+    }
+    finish(0, "installed " + name_ + ".ember (" + std::to_string(size_) + " bytes, sha256 " + sha_hex_ + ")" + warning);
     out.push_back(make(FrameType::Result, in.seq, result_));
 }
 

@@ -28,9 +28,12 @@ struct ReceiverOptions {
     std::string models_dir;             // where NAME.ember is installed
     int idle_timeout_ms = 30000;        // leave binary mode after this long without a valid frame
     uint64_t max_file_bytes = uint64_t(1) << 31;  // offers above are refused
+    uint64_t memory_limit = 0;          // a model whose session needs more is refused; 0 = MemAvailable
     // Test hook (EMBER_FLASH_TEST_KILL_BEFORE_RENAME=1 in ember-console): SIGKILL the process
     // after the file is verified and synced, just before the rename that installs it.
     bool kill_before_rename = false;
+    // Test hook: the folder's fsync after the rename fails (as on a failing disk).
+    bool fail_dir_fsync = false;
 };
 
 struct FlashOutcome {

@@ -66,14 +66,30 @@ LoraAdapter::LoraAdapter(const Model& model, int rank, float alpha) {
     params_.assign(off, 0.0f);
 }
 
-int LoraAdapter::in_features(LoraTarget t) const { return t == LoraTarget::Fc2 ? ffn_hidden_ : n_embd_; }
+namespace {
 
-int LoraAdapter::out_features(LoraTarget t) const {
+// W [out, in] of target t in a model of width C and FFN width F.
+int target_in(LoraTarget t, int C, int F) { return t == LoraTarget::Fc2 ? F : C; }
+int target_out(LoraTarget t, int C, int F) {
     switch (t) {
-    case LoraTarget::Qkv: return 3 * n_embd_;
-    case LoraTarget::Fc: return ffn_hidden_;
-    default: return n_embd_;
+    case LoraTarget::Qkv: return 3 * C;
+    case LoraTarget::Fc: return F;
+    default: return C;
     }
+}
+
+}  // namespace
+
+int LoraAdapter::in_features(LoraTarget t) const { return target_in(t, n_embd_, ffn_hidden_); }
+int LoraAdapter::out_features(LoraTarget t) const { return target_out(t, n_embd_, ffn_hidden_); }
+
+size_t LoraAdapter::param_count(const ModelConfig& c, int rank) {
+    size_t per_layer = 0;
+    for (int t = 0; t < kLoraTargets; ++t) {
+        const auto tt = static_cast<LoraTarget>(t);
+        per_layer += static_cast<size_t>(target_in(tt, c.n_embd, c.ffn_hidden)) + target_out(tt, c.n_embd, c.ffn_hidden);
+    }
+    return static_cast<size_t>(rank) * static_cast<size_t>(c.n_layer) * per_layer;
 }
 
 void LoraAdapter::init(uint64_t seed) {
@@ -173,8 +189,14 @@ std::unique_ptr<LoraAdapter> LoraAdapter::load(const std::string& path, const Mo
              ") do not match the model (", c.n_layer, ", ", c.n_embd, ", ", c.ffn_hidden, ")");
     }
     if (a->rank() < 1 || a->rank() > static_cast<uint32_t>(c.n_embd)) fail(what, ": adapter rank ", a->rank(), " is outside [1, n_embd = ", c.n_embd, "]");
+    // Sizes are compared before anything is allocated: a 200-byte file claiming rank = n_embd
+    // used to zero-fill the whole adapter (425 MB for GPT-2 small) first.
+    const size_t need = param_count(c, static_cast<int>(a->rank()));
+    if (a->params()->size() != need) fail(what, ": adapter holds ", a->params()->size(), " values; rank ", a->rank(), " needs ", need);
+    if (const fba::TrainState* t = a->train(); t && (!t->adam_m() || !t->adam_v() || t->adam_m()->size() != need || t->adam_v()->size() != need)) {
+        fail(what, ": training state's AdamW moments are missing or not sized like the adapter (", need, ")");
+    }
     auto out = std::make_unique<LoraAdapter>(model, static_cast<int>(a->rank()), a->alpha());
-    if (a->params()->size() != out->size()) fail(what, ": adapter holds ", a->params()->size(), " values; rank ", a->rank(), " needs ", out->size());
     check_finite(a->params(), what, "params");
     std::memcpy(out->params(), a->params()->data(), out->size() * sizeof(float));
     if (const fba::TrainState* t = a->train()) {
@@ -195,8 +217,10 @@ std::unique_ptr<LoraAdapter> LoraAdapter::load(const std::string& path, const Mo
         for (float f : {s.lr, s.weight_decay, s.beta1, s.beta2, s.eps, s.clip}) {
             if (!std::isfinite(f) || f < 0.0f) fail(what, ": training state holds a non-finite or negative hyperparameter");
         }
-        if (!t->adam_m() || !t->adam_v() || t->adam_m()->size() != out->size() || t->adam_v()->size() != out->size()) {
-            fail(what, ": training state's AdamW moments are missing or not sized like the adapter (", out->size(), ")");
+        // torch.optim.AdamW's ranges: bias correction divides by 1 - beta^t.
+        if (!(s.beta1 < 1.0f) || !(s.beta2 < 1.0f)) fail(what, ": training state beta1 ", s.beta1, " or beta2 ", s.beta2, " is not in [0, 1)");
+        if (s.step > (uint64_t{1} << 53) || s.adam_step > (uint64_t{1} << 53)) {
+            fail(what, ": training state step ", s.step, " or adam_step ", s.adam_step, " is past 2^53");
         }
         check_finite(t->adam_m(), what, "adam_m");
         check_finite(t->adam_v(), what, "adam_v");

@@ -61,6 +61,9 @@ public:
     int in_features(LoraTarget t) const;
     int out_features(LoraTarget t) const;
 
+    // Values an adapter of `rank` holds for config c: rank x sum over layers and targets of (in + out).
+    static size_t param_count(const ModelConfig& c, int rank);
+
     // Offsets into the flat vector of every value (layout in schema/adapter.fbs).
     size_t offset_a(int layer, LoraTarget t) const { return offsets_[layer * kLoraTargets + static_cast<int>(t)]; }
     size_t offset_b(int layer, LoraTarget t) const { return offset_a(layer, t) + static_cast<size_t>(rank_) * in_features(t); }

@@ -23,29 +23,36 @@ int Sampler::sample(const float* logits) {
     if (opts_.temperature == 0.0f) {
         return static_cast<int>(std::max_element(logits, logits + V) - logits);
     }
+    // A NaN logit (weights that overflow) is never drawn: it ranks as -inf, so every
+    // comparison below is a strict weak order (std::sort and nth_element need one).
+    auto key = [logits](int i) { return std::isnan(logits[i]) ? -INFINITY : logits[i]; };
     // Candidates: all ids, or those whose logit is >= the k-th largest.
     int n = V;
     for (int i = 0; i < V; ++i) ids_[i] = i;
     if (opts_.top_k > 0 && opts_.top_k < V) {
-        for (int i = 0; i < V; ++i) probs_[i] = logits[i];
+        for (int i = 0; i < V; ++i) probs_[i] = key(i);
         std::nth_element(probs_, probs_ + (opts_.top_k - 1), probs_ + V, std::greater<float>());
         const float kth = probs_[opts_.top_k - 1];
         n = 0;
         for (int i = 0; i < V; ++i) {
-            if (logits[i] >= kth) ids_[n++] = i;
+            if (key(i) >= kth) ids_[n++] = i;
         }
-        if (n == 0) return static_cast<int>(std::max_element(logits, logits + V) - logits);  // NaN logits
     }
     // top-p needs the candidates most probable first (probability is monotonic in the
     // logit; ties by id); then softmax over the candidates at the temperature.
     if (opts_.top_p < 1.0f) {
-        std::sort(ids_, ids_ + n, [&](int a, int b) { return logits[a] != logits[b] ? logits[a] > logits[b] : a < b; });
+        std::sort(ids_, ids_ + n, [&](int a, int b) { return key(a) != key(b) ? key(a) > key(b) : a < b; });
     }
     float mx = -INFINITY;
-    for (int j = 0; j < n; ++j) mx = std::max(mx, logits[ids_[j]]);
+    for (int j = 0; j < n; ++j) mx = std::max(mx, key(ids_[j]));
+    if (std::isinf(mx)) {  // +inf wins outright; all NaN or -inf: nothing to weigh
+        for (int j = 0; j < n; ++j) {
+            if (key(ids_[j]) == mx) return ids_[j];
+        }
+    }
     double sum = 0.0;
     for (int j = 0; j < n; ++j) {
-        probs_[j] = std::exp((logits[ids_[j]] - mx) / opts_.temperature);
+        probs_[j] = std::exp((key(ids_[j]) - mx) / opts_.temperature);
         sum += probs_[j];
     }
     if (opts_.top_p < 1.0f) {  // keep the smallest prefix whose mass reaches top_p

@@ -4,6 +4,7 @@
 //     top-k: keeps every logit >= the k-th largest (ties kept; k clamped to V; 0 = off),
 //     top-p: keeps the smallest set of most probable tokens whose probability sums to >= p
 //            (Holtzman et al. 2019, "nucleus sampling"; 1 = off),
+//   NaN logits (weights that overflow) rank as -inf and are never drawn; a +inf logit wins;
 //   then one draw from a seeded std::mt19937_64 (the same seed gives the same text on every
 //   platform: the draw uses the generator's raw bits, no std:: distribution).
 // Options are checked by validate(): temperature >= 0 and finite, top_k >= 0, 0 < top_p <= 1.

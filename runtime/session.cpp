@@ -3,12 +3,15 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <string>
 
 #include "kernels/cpu/activation.h"
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/layernorm.h"
 #include "kernels/cpu/lora.h"
 #include "runtime/error.h"
+#include "runtime/utf8.h"
 
 namespace ember {
 
@@ -69,12 +72,37 @@ MemoryPlan plan_memory(const Model& model, int threads, bool all_logits, int lor
     return p;
 }
 
+uint64_t available_memory_bytes() {
+    std::ifstream in("/proc/meminfo");
+    std::string key, unit;
+    uint64_t kb = 0;
+    while (in >> key >> kb) {
+        if (key == "MemAvailable:") return kb * 1024;
+        std::getline(in, unit);  // the rest of the line ("kB")
+    }
+    return 0;
+}
+
+void check_plan_fits(const MemoryPlan& plan, const Model& model, uint64_t limit) {
+    const bool measured = limit == 0;
+    if (measured) limit = available_memory_bytes();
+    if (limit == 0 || plan.total <= limit) return;
+    const auto size = [](uint64_t b) {
+        return b < (uint64_t{10} << 20) ? std::to_string(b) + " bytes" : std::to_string((b + (1u << 20) - 1) >> 20) + " MiB";
+    };
+    const ModelConfig& c = model.config();
+    fail(printable(model.path(), 200), ": a session needs ", size(plan.total), " of working memory (KV cache ",
+         size(2 * (plan.v_cache - plan.k_cache)), " for n_layer ", c.n_layer, " x block_size ", c.block_size, " x n_embd ", c.n_embd,
+         ") but ", measured ? "this machine has " : "the limit is ", size(limit), measured ? " available (MemAvailable)" : "");
+}
+
 Session::Session(const Model& model, const SessionOptions& opts)
     : model_(model),
       opts_(opts),
       pool_(session_threads(opts.threads)) {
     if (opts.adapter && opts.adapter->base_checksum() != model.checksum()) fail("the adapter was made for another model than ", model.path());
     plan_ = plan_memory(model, pool_.size(), opts.all_logits, opts.adapter ? opts.adapter->rank() : 0);
+    check_plan_fits(plan_, model, opts.memory_limit);
     arena_ = static_cast<uint8_t*>(std::aligned_alloc(kDataAlignment, plan_.total));
     if (!arena_) fail("cannot allocate the ", plan_.total, "-byte arena for ", model.path());
     std::memset(arena_, 0, plan_.total);

@@ -30,7 +30,12 @@ struct SessionOptions {
     ContextPolicy policy = ContextPolicy::Exact;
     bool all_logits = false;          // plan [S, V] logits for forward_window (eval)
     const LoraAdapter* adapter = nullptr;  // LoRA on qkv/proj/fc/fc2, unmerged; must outlive the session
+    uint64_t memory_limit = 0;        // bytes the arena may take; 0 = available_memory_bytes()
 };
+
+// Bytes the kernel can hand out without swapping: MemAvailable of /proc/meminfo (Linux);
+// 0 when it cannot be read (then no limit is applied).
+uint64_t available_memory_bytes();
 
 // Byte offsets of every buffer in the one arena (64-byte aligned), and its total size.
 struct MemoryPlan {
@@ -52,6 +57,11 @@ struct MemoryPlan {
 // Plans the arena for `model` with `threads` threads (and LoRA rank, 0 = no adapter).
 // Pure arithmetic on the configuration.
 MemoryPlan plan_memory(const Model& model, int threads, bool all_logits, int lora_rank = 0);
+
+// Throws ember::Error when `plan` needs more than `limit` bytes (0 = available_memory_bytes()):
+// a small file may claim a block_size whose KV cache and activations no device holds, and
+// zero-filling such an arena ends in the OOM killer, not in an error.
+void check_plan_fits(const MemoryPlan& plan, const Model& model, uint64_t limit);
 
 class Session : public Generator {  // the CPU backend (generator.h)
 public:

@@ -298,3 +298,41 @@ TEST_CASE("bad input: a Hugging Face config.json that is not JSON, has a bad val
     refused_cfg(with("n_positions", 128), "config.json n_positions = 128 but the weights give 16");
     refused_cfg(with("scale_attn_by_inverse_layer_idx", true), "config.json scale_attn_by_inverse_layer_idx is not supported");
 }
+
+TEST_CASE("bad input: hostile sizes inside well-formed files: a million-digit block index, JSON nested 300,000 deep") {
+    test::TempDir dir;
+    test::write_file(dir.file("vocab.txt"), "a");
+    // A gpt.py-shaped safetensors file whose block key carries a million-digit index: the block
+    // count used std::regex, which recursed once per digit and overflowed the stack.
+    const std::string key = "blocks." + std::string(1000000, '1') + ".x";
+    const std::string header = R"({"token_embedding_table.weight": {"dtype": "F32", "shape": [1, 1], "data_offsets": [0, 4]}, )"
+                               R"("position_embedding_table.weight": {"dtype": "F32", "shape": [1, 1], "data_offsets": [4, 8]}, ")" +
+                               key + R"(": {"dtype": "F32", "shape": [1], "data_offsets": [8, 12]}})";
+    std::string st(8, '\0');
+    const uint64_t n = header.size();
+    std::memcpy(&st[0], &n, 8);
+    test::write_file(dir.file("long_key.safetensors"), st + header + std::string(12, '\0'));
+    convert::ConvertOptions o;
+    o.checkpoint = dir.file("long_key.safetensors");
+    o.vocab_text = dir.file("vocab.txt");
+    o.out = dir.file("o.ember");
+    CHECK_THROWS_WITH_AS(convert::convert(o), Contains("no transformer blocks (blocks.N.*) found"), Error);
+
+    // JSON values nested 300,000 deep where a string or a number belongs: printing them in the
+    // error (nlohmann's dump() recurses per level) overflowed the stack.
+    const std::string deep = std::string(300000, '[') + std::string(300000, ']');
+    std::filesystem::copy_file(fixture("gpt2/hf/model.safetensors"), dir.file("model.safetensors"));
+    test::write_file(dir.file("config.json"), "{\"model_type\": " + deep + "}");
+    convert::ConvertOptions h;
+    h.checkpoint = dir.file("model.safetensors");
+    h.tokenizer = {fixture("gpt2/tiny_tokenizer")};
+    h.out = dir.file("o.ember");
+    CHECK_THROWS_WITH_AS(convert::convert(h), Contains("config.json model_type is a JSON array, not \"gpt2\""), Error);
+    std::string enc = "{\"!\": " + deep;
+    for (int i = 1; i < 256; ++i) enc += ", \"k" + std::to_string(i) + "\": " + std::to_string(i);
+    test::write_file(dir.file("encoder.json"), enc + "}");
+    test::write_file(dir.file("vocab.bpe"), "#version: 0.2\n");
+    h.tokenizer = {dir.file("encoder.json"), dir.file("vocab.bpe")};
+    CHECK_THROWS_WITH_AS(convert::convert(h), Contains("token '!' has id a JSON array; ids must be 0..255"), Error);
+    CHECK_FALSE(std::filesystem::exists(h.out));
+}

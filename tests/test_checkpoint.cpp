@@ -185,6 +185,10 @@ TEST_CASE("checkpoint: bad inputs are refused with a message naming the file and
                          ember::Error);
     CHECK_THROWS_WITH_AS(read_meta_pkl(kBad + "meta_two_chars.pkl"),
                          Contains("itos[1] = 'bc' is not exactly one Unicode code point"), ember::Error);
+    CHECK_THROWS_WITH_AS(read_meta_pkl(kBad + "meta_unsorted.pkl"),
+                         Contains("meta_unsorted.pkl: meta.pkl itos[1] = U+0061 is below itos[0] = U+0062: ember's "
+                                  "char tokenizer needs ids in code-point order"),
+                         ember::Error);
     // A checkpoint is not a meta.pkl.
     CHECK_THROWS_AS(read_meta_pkl(kReader + "views.pt"), ember::Error);
     // Only regular files: a directory used to read as "not a checkpoint" or a meta.pkl "of

@@ -5,9 +5,12 @@
 #include <atomic>
 #include <cmath>
 #include <cstdlib>
+#include <filesystem>
 #include <new>
 
+#include "adapter_generated.h"
 #include "converter/convert.h"
+#include "runtime/adapter.h"
 #include "runtime/error.h"
 #include "runtime/model.h"
 #include "runtime/sampler.h"
@@ -16,20 +19,33 @@
 #include "runtime/tokenizer.h"
 #include "test_util.h"
 
-// Counting every heap allocation of this test binary (operator new replaced globally).
+// Counting every heap allocation of this test binary (operator new replaced globally), and
+// the largest one since a test last reset g_largest_allocation.
 namespace {
 std::atomic<long> g_allocations{0};
+std::atomic<size_t> g_largest_allocation{0};
 }
 void* operator new(std::size_t n) {
     g_allocations.fetch_add(1, std::memory_order_relaxed);
+    size_t seen = g_largest_allocation.load(std::memory_order_relaxed);
+    while (n > seen && !g_largest_allocation.compare_exchange_weak(seen, n, std::memory_order_relaxed)) {
+    }
     if (void* p = std::malloc(n ? n : 1)) return p;
     throw std::bad_alloc();
 }
 void* operator new[](std::size_t n) { return operator new(n); }
+// GCC flags free() inlined where it sees `new`; here operator new is malloc, so it matches.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
+#endif
 void operator delete(void* p) noexcept { std::free(p); }
 void operator delete[](void* p) noexcept { std::free(p); }
 void operator delete(void* p, std::size_t) noexcept { std::free(p); }
 void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
 
 using namespace ember;
 using ember::test::fixture;
@@ -127,6 +143,37 @@ TEST_CASE("sampler: frequencies follow softmax(logits / T)") {
     CHECK(count[2] / double(n) == doctest::Approx(0.1863).epsilon(0.05));
 }
 
+TEST_CASE("sampler: NaN logits (overflowing weights) are never drawn; +inf wins; all NaN gives a valid id") {
+    const int V = 100;  // above std::sort's insertion-sort threshold, where a NaN comparator can run off the array
+    std::vector<float> probs(V), logits(V);
+    std::vector<int> ids(V);
+    for (int i = 0; i < V; ++i) logits[i] = i % 3 == 0 ? std::nanf("") : 0.01f * static_cast<float>(i % 17);
+    for (int top_k : {0, 10, 60}) {
+        for (float top_p : {1.0f, 0.9f, 0.3f}) {
+            SamplerOptions o;
+            o.temperature = 0.8f;
+            o.top_k = top_k;
+            o.top_p = top_p;
+            o.seed = 3;
+            Sampler s(o, V, probs.data(), ids.data());
+            for (int d = 0; d < 500; ++d) {
+                const int id = s.sample(logits.data());
+                REQUIRE(id >= 0);
+                REQUIRE(id < V);
+                CHECK_FALSE(std::isnan(logits[id]));
+            }
+        }
+    }
+    SamplerOptions o;
+    o.top_p = 0.5f;
+    Sampler s(o, V, probs.data(), ids.data());
+    logits[42] = INFINITY;
+    CHECK(s.sample(logits.data()) == 42);
+    std::fill(logits.begin(), logits.end(), std::nanf(""));
+    const int id = s.sample(logits.data());
+    CHECK((id >= 0 && id < V));
+}
+
 TEST_CASE("sampler options are validated") {
     SamplerOptions o;
     o.temperature = -0.5f;
@@ -205,12 +252,22 @@ TEST_CASE("a model whose n_embd is not divisible by n_head is refused") {
     add("h.0.fc2.weight", {8, 8});
     add("ln_f.weight", {8});
     const std::string out = dir.file("bad.ember");
-    convert::write_ember(cm, {'a', 'b'}, {}, {}, out);
+    convert::WriteOptions unchecked;
+    unchecked.verify = false;  // the loader's refusal is under test: the writer must not refuse first
+    convert::write_ember(cm, {'a', 'b'}, {}, unchecked, out);
     CHECK_THROWS_WITH_AS(Model::open(out), doctest::Contains("n_embd 8 is not divisible by config.n_head 3"), Error);
     // The same tensors with n_head 2 load: the refusal was for the divisibility alone.
     cm.config.n_head = 2;
     convert::write_ember(cm, {'a', 'b'}, {}, {}, out);
     CHECK_NOTHROW(Model::open(out));
+    // By default the writer opens its temporary with Model::open before the rename: a file the
+    // loader refuses never replaces a good model (it used to be renamed over it, then removed).
+    const std::string before = test::read_file(out);
+    cm.config.n_head = 3;
+    CHECK_THROWS_WITH_AS(convert::write_ember(cm, {'a', 'b'}, {}, {}, out),
+                         doctest::Contains("the converted model fails the loader's checks, nothing written to"), Error);
+    CHECK(test::read_file(out) == before);
+    for (const auto& e : std::filesystem::directory_iterator(dir.path())) CHECK(e.path().filename() == "bad.ember");
 }
 
 TEST_CASE("memory plan: the arena of the fixture model stays at its budget") {
@@ -255,4 +312,55 @@ TEST_CASE("a fine-tuning step and decoding with a LoRA adapter allocate nothing"
         }
         CHECK(g_allocations.load() - before_decode == 0);
     }
+}
+
+TEST_CASE("adapter file: the values a claimed rank needs are counted before anything is allocated; AdamW's ranges") {
+    test::TempDir dir;
+    auto model = Model::open(convert_to(dir, convert::WeightDType::Int8));
+    const ModelConfig& c = model->config();
+    // A small file whose header claims rank = n_embd but holds one value (and one moment).
+    auto adapter_file = [&](uint32_t rank, size_t n_values, float beta1, uint64_t adam_step) {
+        flatbuffers::FlatBufferBuilder fbb;
+        const std::vector<float> v(n_values, 0.0f);
+        const auto params = fbb.CreateVector(v);
+        const auto m = fbb.CreateVector(v), vv = fbb.CreateVector(v);
+        const auto train = fba::CreateTrainState(fbb, 1, adam_step, 0, 1, 8, 1e-3f, 0.0f, beta1, 0.999f, 1e-8f, 1.0f, 0, m, vv);
+        fba::FinishAdapterBuffer(fbb, fba::CreateAdapter(fbb, 1, rank, 8.0f, model->checksum(), c.n_layer, c.n_embd, c.ffn_hidden,
+                                                         params, train));
+        const std::string path = dir.file("a.emba");
+        test::write_file(path, std::string(reinterpret_cast<const char*>(fbb.GetBufferPointer()), fbb.GetSize()));
+        return path;
+    };
+    const auto rank = static_cast<uint32_t>(c.n_embd);
+    const size_t need = LoraAdapter::param_count(c, c.n_embd);
+    const std::string small = adapter_file(rank, 1, 0.9f, 1);
+    g_largest_allocation = 0;
+    const std::string holds = "adapter holds 1 values; rank " + std::to_string(rank) + " needs " + std::to_string(need);
+    CHECK_THROWS_WITH_AS(LoraAdapter::load(small, *model), doctest::Contains(holds.c_str()), Error);
+    // The refusal allocated nothing near the claimed adapter (it used to zero-fill it first).
+    CHECK(g_largest_allocation.load() < need * sizeof(float) / 4);
+    // A well-sized file loads; AdamW's ranges are checked by name.
+    CHECK_NOTHROW(LoraAdapter::load(adapter_file(rank, need, 0.9f, 1), *model));
+    CHECK_THROWS_WITH_AS(LoraAdapter::load(adapter_file(rank, need, 1.0f, 1), *model),
+                         doctest::Contains("training state beta1 1 or beta2 0.999 is not in [0, 1)"), Error);
+    CHECK_THROWS_WITH_AS(LoraAdapter::load(adapter_file(rank, need, 0.9f, uint64_t{1} << 63), *model),
+                         doctest::Contains("adam_step 9223372036854775808 is past 2^53"), Error);
+}
+
+TEST_CASE("a session whose arena exceeds the memory limit is refused by name before anything is allocated") {
+    test::TempDir dir;
+    auto model = Model::open(convert_to(dir, convert::WeightDType::Int8));
+    SessionOptions o;
+    o.threads = 1;
+    o.memory_limit = 4096;
+    const MemoryPlan p = plan_memory(*model, 1, false);
+    g_largest_allocation = 0;
+    const std::string needs = ": a session needs " + std::to_string(p.total) +
+                              " bytes of working memory (KV cache 8192 bytes for n_layer 2 x block_size 16 x n_embd 32) but the limit is 4096 bytes";
+    CHECK_THROWS_WITH_AS((Session(*model, o)), doctest::Contains(needs.c_str()), Error);
+    CHECK(g_largest_allocation.load() < p.total);
+    o.memory_limit = p.total;
+    CHECK_NOTHROW((Session(*model, o)));
+    // The default limit is what the kernel reports available.
+    CHECK(available_memory_bytes() > (uint64_t{1} << 20));
 }

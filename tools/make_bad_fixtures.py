@@ -147,6 +147,9 @@ def main():
           pickle.dumps({'vocab_size': 3, 'itos': {0: 'a', 2: 'c'}, 'stoi': {'a': 0, 'c': 2}}, protocol=4))
     write(os.path.join(BAD, 'meta_two_chars.pkl'),
           pickle.dumps({'vocab_size': 2, 'itos': {0: 'a', 1: 'bc'}, 'stoi': {'a': 0, 'bc': 1}}, protocol=4))
+    # Ids not in code-point order: a valid pickle that ember's ascending char tokenizer cannot hold.
+    write(os.path.join(BAD, 'meta_unsorted.pkl'),
+          pickle.dumps({'vocab_size': 2, 'itos': {0: 'b', 1: 'a'}, 'stoi': {'b': 0, 'a': 1}}, protocol=4))
 
     # A nanoGPT checkpoint whose model_args.n_head (3) does not divide n_embd (32).
     fixtures = os.path.join(os.path.dirname(BAD))

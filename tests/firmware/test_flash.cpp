@@ -230,6 +230,27 @@ TEST_CASE("flash: files that are not valid .ember models are refused and the old
     CHECK_THROWS_AS(send_file(line.fd[0], line.fd[0], s.new_bytes, "../evil", quick_sender()), Error);
 }
 
+TEST_CASE("flash: a valid model whose session would not fit the device's memory is refused; the old model stays") {
+    Setup s;
+    SocketPair line;
+    ConsoleOptions o = device_options(s.dir.path());
+    o.flash_memory_limit = 1000;  // bytes: far below the fixture model's arena
+    Device dev(line.fd[1], o);
+    try {
+        send_file(line.fd[0], line.fd[0], s.new_bytes, "default", quick_sender());
+        FAIL("a model that does not fit was installed");
+    } catch (const FlashError& e) {
+        CHECK(e.kind == FlashError::Refused);
+        CAPTURE(e.what());
+        CHECK(std::string(e.what()).find("the model does not fit this device, nothing installed: ") != std::string::npos);
+        CHECK(std::string(e.what()).find(" of working memory (KV cache ") != std::string::npos);
+        CHECK(std::string(e.what()).find("but the limit is 1000 bytes") != std::string::npos);
+    }
+    CHECK(part_files(s.dir.path()) == 0);
+    ::usleep(50 * 1000);
+    check_working(s.dir.path(), line.fd[0], s.old_sha);
+}
+
 TEST_CASE("flash: the device killed just before the rename leaves the old model; the next run completes") {
     Setup s;
     SocketPair link;
@@ -267,6 +288,20 @@ TEST_CASE("flash: the device killed just before the rename leaves the old model;
     CHECK(r.resumed_from == s.new_bytes.size());
     CHECK(r.sha256 == s.new_sha);
     check_working(s.dir.path(), line2.fd[0], s.new_sha);
+}
+
+TEST_CASE("flash: a folder that will not sync after the rename: installed, with a warning, never refused") {
+    Setup s;
+    SocketPair line;
+    ConsoleOptions o = device_options(s.dir.path());
+    o.fail_dir_fsync = true;
+    Device dev(line.fd[1], o);
+    const SendResult r = send_file(line.fd[0], line.fd[0], s.new_bytes, "default", quick_sender());
+    CHECK(r.sha256 == s.new_sha);
+    CHECK(r.message.find("installed default.ember") != std::string::npos);
+    CHECK(r.message.find("warning: ") != std::string::npos);
+    CHECK(r.message.find("fsync: Input/output error (test hook): the install may not survive a power cut") != std::string::npos);
+    check_working(s.dir.path(), line.fd[0], s.new_sha);
 }
 
 TEST_CASE("flash: the device killed at a random moment after DONE: old or new model, never a broken one") {
