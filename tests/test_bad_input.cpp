@@ -299,7 +299,7 @@ TEST_CASE("bad input: a Hugging Face config.json that is not JSON, has a bad val
     refused_cfg(with("scale_attn_by_inverse_layer_idx", true), "config.json scale_attn_by_inverse_layer_idx is not supported");
 }
 
-TEST_CASE("bad input: hostile sizes inside well-formed files: a million-digit block index, JSON nested 300,000 deep") {
+TEST_CASE("bad input: hostile sizes inside well-formed files: a million-digit block index, a [2^62, 0] tensor, JSON nested 300,000 deep") {
     test::TempDir dir;
     test::write_file(dir.file("vocab.txt"), "a");
     // A gpt.py-shaped safetensors file whose block key carries a million-digit index: the block
@@ -317,6 +317,10 @@ TEST_CASE("bad input: hostile sizes inside well-formed files: a million-digit bl
     o.vocab_text = dir.file("vocab.txt");
     o.out = dir.file("o.ember");
     CHECK_THROWS_WITH_AS(convert::convert(o), Contains("no transformer blocks (blocks.N.*) found"), Error);
+    // Zero-element query weights [2^62, 0] (a pickle allows them): head_size x n_head overflowed int64.
+    o.checkpoint = fixture("bad/head_size_overflow.pt");
+    test::write_file(dir.file("vocab.txt"), "ab");
+    CHECK_THROWS_WITH_AS(convert::convert(o), Contains("n_head 4 x head_size 4611686018427387904 != n_embd 0"), Error);
 
     // JSON values nested 300,000 deep where a string or a number belongs: printing them in the
     // error (nlohmann's dump() recurses per level) overflowed the stack.

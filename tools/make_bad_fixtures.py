@@ -151,6 +151,12 @@ def main():
     write(os.path.join(BAD, 'meta_unsorted.pkl'),
           pickle.dumps({'vocab_size': 2, 'itos': {0: 'b', 1: 'a'}, 'stoi': {'b': 0, 'a': 1}}, protocol=4))
 
+    # Zero-element tensors with a huge first dimension: head_size 2^62 x n_head 4 overflowed int64.
+    write(os.path.join(BAD, 'head_size_overflow.pt'), saved({
+        'token_embedding_table.weight': torch.zeros(2, 0),
+        'position_embedding_table.weight': torch.zeros(4, 0),
+        **{f'blocks.0.sa.heads.{h}.query.weight': torch.zeros(2**62, 0) for h in range(4)}}))
+
     # A nanoGPT checkpoint whose model_args.n_head (3) does not divide n_embd (32).
     fixtures = os.path.join(os.path.dirname(BAD))
     nano = torch.load(os.path.join(fixtures, 'nanogpt', 'ckpt.pt'))
