@@ -7,6 +7,7 @@
 #include "converter/merge.h"
 #include "runtime/error.h"
 #include "runtime/model.h"
+#include "runtime/paths.h"
 #include "runtime/tokenizer.h"
 #include "runtime/utf8.h"
 
@@ -22,6 +23,7 @@ extern "C" void on_sigint(int) { g_interrupted.store(true); }
 int merge(const FinetuneArgs& a) {
     if (a.adapter.empty()) fail("--merge needs --adapter ADAPTER (the adapter to fold into the weights)");
     if (!a.text.empty() || !a.resume.empty()) fail("--merge folds an existing adapter; it takes no --text or --resume");
+    check_output_not_input(a.out, {{"base model", a.model}, {"adapter", a.adapter}});
     auto model = Model::open(a.model);
     auto adapter = LoraAdapter::load(a.adapter, *model);
     const convert::WriteReport r = convert::merge_adapter(*model, *adapter, a.adapter, a.out);
@@ -37,6 +39,8 @@ int cmd_finetune(const FinetuneArgs& a) {
     if (a.merge) return merge(a);
     if (!a.adapter.empty()) fail("--adapter is for --merge; to go on training an adapter use --resume");
     if (a.text.empty()) fail("finetune needs --text FILE (the last 10% is held out for validation)");
+    // -o may be the --resume adapter (training goes on in the same file), never the model or the text.
+    check_output_not_input(a.out, {{"base model", a.model}, {"training text", a.text}});
     auto model = Model::open(a.model);
     const ModelConfig& c = model->config();
     int64_t skipped = 0;  // a BPE model encodes any text: nothing to skip

@@ -9,6 +9,7 @@
 #include "converter/gpt2_tokenizer.h"
 #include "runtime/error.h"
 #include "runtime/model.h"
+#include "runtime/paths.h"
 #include "runtime/sha256.h"
 #include "runtime/utf8.h"
 
@@ -44,6 +45,14 @@ ConvertResult convert(const ConvertOptions& opts) {
     if (n_vocab_sources != 1) {
         fail("a vocabulary is needed: give exactly one of --vocab-text FILE or --meta META.pkl (char models) or "
              "--tokenizer encoder.json --tokenizer vocab.bpe (GPT-2)");
+    }
+    {
+        const size_t slash = opts.checkpoint.rfind('/');
+        std::vector<std::pair<std::string, std::string>> inputs = {
+            {"checkpoint", opts.checkpoint}, {"--vocab-text file", opts.vocab_text}, {"--meta file", opts.meta},
+            {"config.json beside the checkpoint", (slash == std::string::npos ? std::string() : opts.checkpoint.substr(0, slash + 1)) + "config.json"}};
+        for (const auto& t : opts.tokenizer) inputs.push_back({"--tokenizer file", t});
+        check_output_not_input(opts.out, inputs);
     }
     ConvertResult r;
     TokenizerSpec tok;

@@ -112,7 +112,13 @@ WriteReport merge_adapter(const Model& model, const LoraAdapter& adapter, const 
     prov.source_file = file_name(model.path()) + " + LoRA " + file_name(adapter_path);
     prov.source_sha256 = sha256_file(model.path());
     prov.vocab_source = file_name(model.path());
-    return write_ember(cm, model.code_points(), prov, wo, out_path);  // checked by Model::open before the rename
+    TokenizerSpec tok;  // the base's own: a char vocabulary or GPT-2's BPE tables
+    if (const BpeData* bpe = model.bpe()) {
+        tok.bpe = *bpe;
+    } else {
+        tok.code_points = model.code_points();
+    }
+    return write_ember(cm, tok, prov, wo, out_path);  // checked by Model::open before the rename
 }
 
 }  // namespace ember::convert

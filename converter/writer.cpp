@@ -209,6 +209,9 @@ WriteReport write_ember(const CanonicalModel& model, const TokenizerSpec& tokeni
         } catch (const Error& e) {
             ::unlink(tmp.c_str());
             fail("the converted model fails the loader's checks, nothing written to ", out_path, ": ", e.what());
+        } catch (...) {  // std::bad_alloc: the temporary goes too
+            ::unlink(tmp.c_str());
+            throw;
         }
     }
     if (std::rename(tmp.c_str(), out_path.c_str()) != 0) {

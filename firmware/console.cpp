@@ -350,6 +350,21 @@ void Console::new_session() {
     session_ = std::move(s);
 }
 
+void Console::use_adapter(const std::string& name) {
+    const std::string path = opts_.models_dir + "/" + name + ".emba";
+    struct stat st{};
+    if (::stat(path.c_str(), &st) != 0) fail("adapter: no adapter ", name, " (", printable(path, 200), "); finetune writes one");
+    auto a = LoraAdapter::load(path, *model_);  // checks it belongs to this model; on failure the old one stays
+    SessionOptions o;
+    o.threads = opts_.threads;
+    o.policy = parse_context_policy(context_);
+    o.adapter = a.get();
+    auto s = std::make_unique<Session>(*model_, o);
+    session_ = std::move(s);
+    adapter_ = std::move(a);
+    adapter_name_ = name;
+}
+
 void Console::cmd_adapter(const Command& c) {
     if (!model_) {
         err("no model loaded: flash one (ember flash on the host) or load NAME");
@@ -367,18 +382,7 @@ void Console::cmd_adapter(const Command& c) {
         ok(was.empty() ? "no adapter" : "adapter " + was + " off");
         return;
     }
-    const std::string path = opts_.models_dir + "/" + c.name + ".emba";
-    struct stat st{};
-    if (::stat(path.c_str(), &st) != 0) fail("adapter: no adapter ", c.name, " (", printable(path, 200), "); finetune writes one");
-    auto a = LoraAdapter::load(path, *model_);  // checks it belongs to this model; on failure the old one stays
-    SessionOptions o;
-    o.threads = opts_.threads;
-    o.policy = parse_context_policy(context_);
-    o.adapter = a.get();
-    auto s = std::make_unique<Session>(*model_, o);
-    session_ = std::move(s);
-    adapter_ = std::move(a);
-    adapter_name_ = c.name;
+    use_adapter(c.name);
     ok("adapter " + c.name + ": rank " + std::to_string(adapter_->rank()) + ", alpha " + fmt("%g", adapter_->alpha()) + ", step " +
        std::to_string(adapter_->train.step));
 }
@@ -462,15 +466,20 @@ void Console::cmd_finetune(const Command& c) {
         }
         if (poll_interrupt()) stop.store(true);
     }, &stop);
+    // The adapter in use, when it is the one just written, is reloaded: gen and eval see the new values.
+    const bool reload = out_name == adapter_name_;
     if (stop.load()) {
         write("^C\n");
-        ok("finetune interrupted at step " + std::to_string(run.step()) + ": wrote " + out_name + ".emba (val loss " +
-           fmt("%.4f", run.validation_loss()) + "); finetune --resume " + out_name + " FILE goes on");
+        const double val = run.validation_loss();
+        if (reload) use_adapter(out_name);
+        ok("finetune interrupted at step " + std::to_string(run.step()) + ": wrote " + out_name + ".emba (val loss " + fmt("%.4f", val) +
+           "); finetune --resume " + out_name + " FILE goes on" + (reload ? "; adapter " + out_name + " reloaded" : std::string()));
         return;
     }
     if (last_val < 0) last_val = run.validation_loss();
+    if (reload) use_adapter(out_name);
     ok("finetune " + out_name + ".emba at step " + std::to_string(run.step()) + ": val loss " + fmt("%.4f", last_val) + ", " +
-       fmt("%.0f", last_tps) + " tokens/s" + (out_name == adapter_name_ ? " (adapter " + out_name + " picks it up)" : std::string()));
+       fmt("%.0f", last_tps) + " tokens/s" + (reload ? " (adapter " + out_name + " reloaded)" : std::string()));
 }
 
 void Console::cmd_flash() {

@@ -50,6 +50,7 @@ private:
     void cmd_info();
     void cmd_models();
     void cmd_load(const std::string& name, bool remember);
+    void use_adapter(const std::string& name);  // loads DIR/NAME.emba for gen and eval; on failure nothing changes
     void cmd_eval(const Command& c);
     void cmd_flash();
     void cmd_finetune(const Command& c);

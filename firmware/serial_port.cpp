@@ -63,10 +63,14 @@ void configure_raw(int fd, int baud, bool rtscts) {
 }
 
 SerialPort::SerialPort(const std::string& path, int baud, bool rtscts) {
-    fd_ = ::open(path.c_str(), O_RDWR | O_NOCTTY | O_CLOEXEC);
+    // O_NONBLOCK: until CLOCAL is set, open() of a UART without carrier may wait forever;
+    // blocking I/O comes back once the line is configured.
+    fd_ = ::open(path.c_str(), O_RDWR | O_NOCTTY | O_CLOEXEC | O_NONBLOCK);
     if (fd_ < 0) fail(printable(path, 200), ": cannot open: ", std::strerror(errno));
     try {
         configure_raw(fd_, baud, rtscts);
+        const int flags = ::fcntl(fd_, F_GETFL);
+        if (flags < 0 || ::fcntl(fd_, F_SETFL, flags & ~O_NONBLOCK) != 0) fail("fcntl: ", std::strerror(errno));
     } catch (const Error& e) {
         ::close(fd_);
         fail(printable(path, 200), ": ", e.what());

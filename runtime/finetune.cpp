@@ -110,6 +110,7 @@ Trainer::Trainer(const Model& model, LoraAdapter& adapter, int batch, int seq, c
         adapter.adam_v.assign(adapter.size(), 0.0f);
     }
     plan_ = plan_training(model, batch, seq, adapter.rank(), adapter.size(), pool_.size());
+    check_memory(plan_.total, 0, "the training arena", " (batch " + std::to_string(batch) + " x seq " + std::to_string(seq) + "; lower --batch or --seq)");
     arena_ = static_cast<uint8_t*>(std::aligned_alloc(kDataAlignment, plan_.total));
     if (!arena_) fail("cannot allocate the ", plan_.total, "-byte training arena");
     std::memset(arena_, 0, plan_.total);
@@ -389,7 +390,9 @@ FinetuneRun::FinetuneRun(const Model& model, LoraAdapter& adapter, std::vector<i
 
 double FinetuneRun::validation_loss() {
     const ModelConfig& c = model_.config();
-    return evaluate(*eval_session_, ids_.data() + split_, static_cast<int64_t>(ids_.size()) - split_, c.block_size, c.vocab_size).loss;
+    return evaluate(*eval_session_, ids_.data() + split_, static_cast<int64_t>(ids_.size()) - split_, c.block_size, c.vocab_size,
+                    c.tokenizer_size)
+        .loss;
 }
 
 int64_t FinetuneRun::run(const std::string& out_path, const std::function<void(const FinetuneProgress&)>& on_step,

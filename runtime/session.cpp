@@ -83,17 +83,24 @@ uint64_t available_memory_bytes() {
     return 0;
 }
 
-void check_plan_fits(const MemoryPlan& plan, const Model& model, uint64_t limit) {
+void check_memory(uint64_t bytes, uint64_t limit, const std::string& what, const std::string& detail) {
     const bool measured = limit == 0;
     if (measured) limit = available_memory_bytes();
-    if (limit == 0 || plan.total <= limit) return;
+    if (limit == 0 || bytes <= limit) return;
     const auto size = [](uint64_t b) {
         return b < (uint64_t{10} << 20) ? std::to_string(b) + " bytes" : std::to_string((b + (1u << 20) - 1) >> 20) + " MiB";
     };
+    fail(what, " needs ", size(bytes), " of working memory", detail, " but ", measured ? "this machine has " : "the limit is ", size(limit),
+         measured ? " available (MemAvailable)" : "");
+}
+
+void check_plan_fits(const MemoryPlan& plan, const Model& model, uint64_t limit) {
     const ModelConfig& c = model.config();
-    fail(printable(model.path(), 200), ": a session needs ", size(plan.total), " of working memory (KV cache ",
-         size(2 * (plan.v_cache - plan.k_cache)), " for n_layer ", c.n_layer, " x block_size ", c.block_size, " x n_embd ", c.n_embd,
-         ") but ", measured ? "this machine has " : "the limit is ", size(limit), measured ? " available (MemAvailable)" : "");
+    const uint64_t kv = 2 * static_cast<uint64_t>(plan.v_cache - plan.k_cache);
+    const std::string kv_text = kv < (uint64_t{10} << 20) ? std::to_string(kv) + " bytes" : std::to_string((kv + (1u << 20) - 1) >> 20) + " MiB";
+    check_memory(plan.total, limit, printable(model.path(), 200) + ": a session",
+                 " (KV cache " + kv_text + " for n_layer " + std::to_string(c.n_layer) + " x block_size " + std::to_string(c.block_size) +
+                     " x n_embd " + std::to_string(c.n_embd) + ")");
 }
 
 Session::Session(const Model& model, const SessionOptions& opts)

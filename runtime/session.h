@@ -58,9 +58,14 @@ struct MemoryPlan {
 // Pure arithmetic on the configuration.
 MemoryPlan plan_memory(const Model& model, int threads, bool all_logits, int lora_rank = 0);
 
-// Throws ember::Error when `plan` needs more than `limit` bytes (0 = available_memory_bytes()):
-// a small file may claim a block_size whose KV cache and activations no device holds, and
-// zero-filling such an arena ends in the OOM killer, not in an error.
+// Throws ember::Error "WHAT needs N of working memory DETAIL but this machine has M available
+// (MemAvailable)" ("but the limit is M" for a given limit) when bytes > limit (0 =
+// available_memory_bytes(); nothing is checked when that cannot be read). Arenas are checked
+// before they are allocated: zero-filling one larger than the machine ends in the OOM killer.
+void check_memory(uint64_t bytes, uint64_t limit, const std::string& what, const std::string& detail);
+
+// check_memory for a session's arena: a small file may claim a block_size whose KV cache and
+// activations no device holds.
 void check_plan_fits(const MemoryPlan& plan, const Model& model, uint64_t limit);
 
 class Session : public Generator {  // the CPU backend (generator.h)

@@ -340,3 +340,27 @@ TEST_CASE("bad input: hostile sizes inside well-formed files: a million-digit bl
     CHECK_THROWS_WITH_AS(convert::convert(h), Contains("token '!' has id a JSON array; ids must be 0..255"), Error);
     CHECK_FALSE(std::filesystem::exists(h.out));
 }
+
+TEST_CASE("bad input: an output path that names one of the command's inputs is refused, and the input stays") {
+    test::TempDir dir;
+    std::filesystem::copy_file(fixture("gptpy/model.pt"), dir.file("model.pt"));
+    std::filesystem::copy_file(fixture("gptpy/vocab.txt"), dir.file("vocab.txt"));
+    const std::string m = good_file(dir, false), model = dir.file("good.ember");
+    test::write_file(dir.file("text.txt"), "To be, or not to be\n");
+    test::write_file(dir.file("a.emba"), "not read: the output is checked first");
+    const std::string ckpt = test::read_file(dir.file("model.pt")), vocab = test::read_file(dir.file("vocab.txt"));
+    const std::string convert = "convert " + q(dir.file("model.pt")) + " --vocab-text " + q(dir.file("vocab.txt")) + " -o ";
+    check_refused(ember_cli(convert + q(dir.file("model.pt")), dir), "model.pt is the checkpoint (an input): writing it would destroy it");
+    // Another spelling of the same file.
+    check_refused(ember_cli(convert + q(dir.path() + "/./vocab.txt"), dir), "vocab.txt is the --vocab-text file (an input)");
+    CHECK(test::read_file(dir.file("model.pt")) == ckpt);
+    CHECK(test::read_file(dir.file("vocab.txt")) == vocab);
+    const std::string ft = "finetune -m " + q(model) + " --text " + q(dir.file("text.txt")) + " --steps 1 -o ";
+    check_refused(ember_cli(ft + q(model), dir), "good.ember is the base model (an input)");
+    check_refused(ember_cli(ft + q(dir.file("text.txt")), dir), "text.txt is the training text (an input)");
+    const std::string merge = "finetune --merge -m " + q(model) + " --adapter " + q(dir.file("a.emba")) + " -o ";
+    check_refused(ember_cli(merge + q(dir.file("a.emba")), dir), "a.emba is the adapter (an input)");
+    check_refused(ember_cli(merge + q(model), dir), "good.ember is the base model (an input)");
+    CHECK(test::read_file(model) == m);
+    CHECK_NOTHROW(Model::open(model));
+}

@@ -282,6 +282,15 @@ TEST_CASE("console finetune: writes a valid adapter, adapter NAME is used by gen
     ref = ember_cli("eval -m " + q(dir.file("tiny.ember")) + " --adapter " + q(dir.file("ad.emba")) + " --text " + q(text) + " --threads 1", dir);
     REQUIRE(ref.status == 0);
     CHECK(out == "OK " + ref.out);
+    // Training the adapter in use reloads it: eval sees the new values, as the CLI does.
+    out = c.command("finetune --resume ad --steps 3 " + text);
+    CAPTURE(out);
+    CHECK(out.find("OK finetune ad.emba at step 3: val loss ") != std::string::npos);
+    CHECK(out.find(" (adapter ad reloaded)") != std::string::npos);
+    out = c.command("eval " + text);
+    ref = ember_cli("eval -m " + q(dir.file("tiny.ember")) + " --adapter " + q(dir.file("ad.emba")) + " --text " + q(text) + " --threads 1", dir);
+    REQUIRE(ref.status == 0);
+    CHECK(out == "OK " + ref.out);
     CHECK(c.command("adapter off").find("OK adapter ad off") == 0);
     out = c.command("eval " + text);
     ref = ember_cli("eval -m " + q(dir.file("tiny.ember")) + " --text " + q(text) + " --threads 1", dir);

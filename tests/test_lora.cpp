@@ -9,6 +9,7 @@
 #include <fstream>
 
 #include "converter/convert.h"
+#include "converter/gpt2_tokenizer.h"
 #include "converter/merge.h"
 #include "runtime/adapter.h"
 #include "runtime/error.h"
@@ -18,6 +19,7 @@
 #include "runtime/session.h"
 #include "runtime/tokenizer.h"
 #include "runtime/utf8.h"
+#include "gpt2_test_util.h"
 #include "test_util.h"
 
 using namespace ember;
@@ -388,4 +390,53 @@ TEST_CASE("memory plan: the training arena of the fixture model stays at its bud
     CHECK(p.total <= 215680);
     // linear in the batch: twice the rows, at most about twice the bytes
     CHECK(plan_training(*base->model, 4, 16, 4, a.size(), 2).total < 2 * p.total);
+}
+
+TEST_CASE("GPT-2 (BPE, padded wte): --merge keeps the tokenizer and padding; finetune's validation loss is ember eval's") {
+    // Padding rows 297..319 carry the largest logits (lm_head bias 1000): a softmax over them
+    // would put the loss near 1000.
+    const int V = 320, C = 16, S = 16, n_real = 297;
+    convert::CanonicalModel cm = test::tiny_gpt2_model(V, C, S, 5);
+    for (int i = n_real; i < V; ++i) cm.tensors.back().values[static_cast<size_t>(i)] = 1000.0f;
+    convert::TokenizerSpec spec;
+    spec.bpe = convert::read_gpt2_tokenizer({fixture("gpt2/tiny_tokenizer")});
+    test::TempDir dir;
+    const std::string path = dir.file("tiny.ember");
+    convert::write_ember(cm, spec, {"random", "", "GPT-2"}, {convert::WeightDType::F32, 0}, path);
+    auto model = Model::open(path);
+    REQUIRE(model->config().tokenizer_size == n_real);
+    std::vector<int> ids = make_tokenizer(*model)->encode(read_text_file(fixture("gptpy/eval.txt")), "eval.txt");
+    LoraAdapter adapter(*model, 2, 4.0f);
+    FinetuneOptions fo;
+    fo.rank = 2;
+    fo.alpha = 4.0f;
+    fo.batch = 2;
+    fo.seq = S;
+    fo.steps = 0;
+    fo.threads = 1;
+    FinetuneRun run(*model, adapter, ids, fo);
+    for (size_t i = 0; i < adapter.size(); ++i) adapter.params()[i] += 0.05f * static_cast<float>(static_cast<int>(i % 7) - 3);
+    SessionOptions so;
+    so.threads = 1;
+    so.all_logits = true;
+    so.adapter = &adapter;
+    const int64_t split = static_cast<int64_t>(ids.size()) - run.val_tokens();
+    Session s(*model, so);
+    const double want = evaluate(s, ids.data() + split, run.val_tokens(), S, V, n_real).loss;
+    CHECK(want < 50.0);
+    CHECK(run.validation_loss() == doctest::Approx(want).epsilon(1e-9));
+    // The merge writes the base's BPE tables and tokenizer_size, and gives the adapter's loss.
+    const std::string out = dir.file("merged.ember");
+    convert::merge_adapter(*model, adapter, "a.emba", out);
+    auto merged = Model::open(out);
+    REQUIRE(merged->bpe() != nullptr);
+    CHECK(merged->bpe()->size() == n_real);
+    CHECK(merged->bpe()->merges.size() == model->bpe()->merges.size());
+    CHECK(merged->config().tokenizer_size == n_real);
+    CHECK(merged->config().arch == Arch::HfGpt2);
+    so.adapter = nullptr;
+    Session ms(*merged, so);
+    const double got = evaluate(ms, ids.data() + split, run.val_tokens(), S, V, n_real).loss;
+    MESSAGE("adapter ", want, ", merged ", got);
+    CHECK(std::fabs(got - want) < 1e-4);
 }

@@ -1,0 +1,38 @@
+#include "runtime/paths.h"
+
+#include <filesystem>
+#include <system_error>
+
+#include "runtime/error.h"
+#include "runtime/utf8.h"
+
+namespace ember {
+
+namespace {
+
+bool same_file(const std::filesystem::path& a, const std::filesystem::path& b) {
+    std::error_code ec;
+    const bool same = std::filesystem::equivalent(a, b, ec);
+    return !ec && same;
+}
+
+}  // namespace
+
+void check_output_not_input(const std::string& out, const std::vector<std::pair<std::string, std::string>>& inputs) {
+    namespace fs = std::filesystem;
+    for (const auto& [role, path] : inputs) {
+        if (path.empty()) continue;
+        std::error_code ec;
+        bool hit = same_file(out, path);
+        if (!hit && fs::is_directory(path, ec)) {
+            for (const char* name : {"encoder.json", "vocab.bpe", "vocab.json", "merges.txt", "config.json"}) {
+                hit = hit || same_file(out, fs::path(path) / name);
+            }
+        }
+        if (hit) {
+            fail("-o ", printable(out, 200), " is the ", role, " (an input): writing it would destroy it; choose another output");
+        }
+    }
+}
+
+}  // namespace ember

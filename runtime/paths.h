@@ -1,0 +1,17 @@
+// Output paths that must not be inputs: a command that writes over a file it reads destroys
+// it (the rename replaces it, or training goes on from an mmap of a file no longer there).
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace ember {
+
+// Throws ember::Error when `out` names the same file as one of `inputs` ({role, path}; a
+// folder input also covers the GPT-2 tokenizer files inside it), through any spelling or
+// link: "-o PATH is the ROLE (an input): writing it would destroy it; choose another output".
+// Inputs that do not exist are skipped (their own reader reports them).
+void check_output_not_input(const std::string& out, const std::vector<std::pair<std::string, std::string>>& inputs);
+
+}  // namespace ember
