@@ -1,7 +1,9 @@
 // ember: convert PyTorch GPT checkpoints to .ember files and run them on the CPU.
 #include <CLI/CLI.hpp>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <exception>
 
 #include "cli/commands.h"
@@ -129,29 +131,39 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "ember: error: %s (see ember --help)\n", msg.c_str());
         return 1;
     }
-    try {
-        if (*c) {
-            conv.write.dtype = convert::parse_dtype(dtype);
-            conv.arch = convert::parse_arch(arch);
-            return cli::cmd_convert(conv);
+    auto run = [&]() -> int {
+        try {
+            if (*c) {
+                conv.write.dtype = convert::parse_dtype(dtype);
+                conv.arch = convert::parse_arch(arch);
+                return cli::cmd_convert(conv);
+            }
+            if (*i) return cli::cmd_info(info_model);
+            if (*g) return cli::cmd_generate(gen);
+            if (*e) return cli::cmd_eval(ev);
+            if (*b) return cli::cmd_bench(be);
+            if (*f) return cli::cmd_flash(fl);
+            if (*ftc) {
+                for (const CLI::Option* o : settings) ft.settings_given = ft.settings_given || o->count() > 0;
+                return cli::cmd_finetune(ft);
+            }
+        } catch (const Error& err) {
+            std::fflush(stdout);
+            std::fprintf(stderr, "ember: error: %s\n", err.what());
+            return 1;
+        } catch (const std::exception& err) {
+            std::fflush(stdout);
+            std::fprintf(stderr, "ember: error: %s\n", err.what());
+            return 1;
         }
-        if (*i) return cli::cmd_info(info_model);
-        if (*g) return cli::cmd_generate(gen);
-        if (*e) return cli::cmd_eval(ev);
-        if (*b) return cli::cmd_bench(be);
-        if (*f) return cli::cmd_flash(fl);
-        if (*ftc) {
-            for (const CLI::Option* o : settings) ft.settings_given = ft.settings_given || o->count() > 0;
-            return cli::cmd_finetune(ft);
-        }
-    } catch (const Error& err) {
-        std::fflush(stdout);
-        std::fprintf(stderr, "ember: error: %s\n", err.what());
-        return 1;
-    } catch (const std::exception& err) {
-        std::fflush(stdout);
-        std::fprintf(stderr, "ember: error: %s\n", err.what());
+        return 2;
+    };
+    const int rc = run();
+    // Output that could not be written (a full disk, /dev/full) fails the command, not only its text.
+    const bool flushed = std::fflush(stdout) == 0;
+    if (rc == 0 && (!flushed || std::ferror(stdout))) {
+        std::fprintf(stderr, "ember: error: cannot write the output%s%s\n", flushed ? "" : ": ", flushed ? "" : std::strerror(errno));
         return 1;
     }
-    return 2;
+    return rc;
 }

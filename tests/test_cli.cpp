@@ -160,3 +160,23 @@ TEST_CASE("ember generate and info on good and bad models and options") {
     CHECK(ev.out.find(" over 3050 tokens") != std::string::npos);
     check_refused(ember_cli("eval -m " + q(good) + " --text " + q(fixture("bad/text.txt")), dir), "not in the model's vocabulary");
 }
+
+TEST_CASE("ember: output that cannot be written (a full disk) fails the command with one line") {
+    if (!std::filesystem::exists("/dev/full")) {
+        MESSAGE("SKIPPED: no /dev/full on this machine");
+        return;
+    }
+    ember::test::TempDir dir;
+    const std::string good = dir.file("good.ember");
+    REQUIRE(ember_cli("convert " + q(fixture("gptpy/model.pt")) + " --vocab-text " + q(fixture("gptpy/vocab.txt")) + " -o " + q(good), dir)
+                .status == 0);
+    for (const std::string& args : {"generate -m " + q(good) + " -n 20 --seed 1", "info " + q(good)}) {
+        CAPTURE(args);
+        const std::string err = dir.file("err");
+        const int rc = std::system((std::string(EMBER_CLI) + " " + args + " >/dev/full 2>'" + err + "' </dev/null").c_str());
+        REQUIRE(WIFEXITED(rc));
+        CHECK(WEXITSTATUS(rc) == 1);
+        const std::string text = ember::test::read_file(err);
+        CHECK(text == "ember: error: cannot write the output: No space left on device\n");
+    }
+}
