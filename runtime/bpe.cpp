@@ -5,6 +5,7 @@
 #include <unordered_set>
 
 #include "runtime/error.h"
+#include "runtime/memory.h"
 #include "runtime/unicode_class.h"
 #include "runtime/utf8.h"
 
@@ -170,6 +171,11 @@ void BpeTokenizer::encode_piece(const uint8_t* s, size_t n, std::vector<int>& ou
 }
 
 std::vector<int> BpeTokenizer::encode(std::string_view text, const std::string& what) const {
+    // A long text is checked against the machine first: `ember eval` peaked at 36 bytes per byte
+    // of text (8 MB, GPT-2's pre-tokenizer), so a read limit of 1 GiB alone admits an OOM kill.
+    if (text.size() > (size_t{1} << 20)) {
+        check_memory(static_cast<uint64_t>(text.size()) * 40, 0, what, " to encode " + std::to_string(text.size()) + " bytes of text");
+    }
     std::vector<int> ids;
     ids.reserve(text.size() / 2 + 1);
     for (const auto& [b, e] : gpt2_pieces(text, what)) {

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <string>
 
 #include "kernels/cpu/activation.h"
@@ -70,28 +69,6 @@ MemoryPlan plan_memory(const Model& model, int threads, bool all_logits, int lor
     p.lora_u = take(S * static_cast<size_t>(lora_rank) * f4);
     p.total = off;
     return p;
-}
-
-uint64_t available_memory_bytes() {
-    std::ifstream in("/proc/meminfo");
-    std::string key, unit;
-    uint64_t kb = 0;
-    while (in >> key >> kb) {
-        if (key == "MemAvailable:") return kb * 1024;
-        std::getline(in, unit);  // the rest of the line ("kB")
-    }
-    return 0;
-}
-
-void check_memory(uint64_t bytes, uint64_t limit, const std::string& what, const std::string& detail) {
-    const bool measured = limit == 0;
-    if (measured) limit = available_memory_bytes();
-    if (limit == 0 || bytes <= limit) return;
-    const auto size = [](uint64_t b) {
-        return b < (uint64_t{10} << 20) ? std::to_string(b) + " bytes" : std::to_string((b + (1u << 20) - 1) >> 20) + " MiB";
-    };
-    fail(what, " needs ", size(bytes), " of working memory", detail, " but ", measured ? "this machine has " : "the limit is ", size(limit),
-         measured ? " available (MemAvailable)" : "");
 }
 
 void check_plan_fits(const MemoryPlan& plan, const Model& model, uint64_t limit) {

@@ -20,6 +20,7 @@
 #include "runtime/generator.h"
 #include "runtime/adapter.h"
 #include "runtime/context.h"
+#include "runtime/memory.h"
 #include "runtime/model.h"
 
 namespace ember {
@@ -33,9 +34,6 @@ struct SessionOptions {
     uint64_t memory_limit = 0;        // bytes the arena may take; 0 = available_memory_bytes()
 };
 
-// Bytes the kernel can hand out without swapping: MemAvailable of /proc/meminfo (Linux);
-// 0 when it cannot be read (then no limit is applied).
-uint64_t available_memory_bytes();
 
 // Byte offsets of every buffer in the one arena (64-byte aligned), and its total size.
 struct MemoryPlan {
@@ -57,12 +55,6 @@ struct MemoryPlan {
 // Plans the arena for `model` with `threads` threads (and LoRA rank, 0 = no adapter).
 // Pure arithmetic on the configuration.
 MemoryPlan plan_memory(const Model& model, int threads, bool all_logits, int lora_rank = 0);
-
-// Throws ember::Error "WHAT needs N of working memory DETAIL but this machine has M available
-// (MemAvailable)" ("but the limit is M" for a given limit) when bytes > limit (0 =
-// available_memory_bytes(); nothing is checked when that cannot be read). Arenas are checked
-// before they are allocated: zero-filling one larger than the machine ends in the OOM killer.
-void check_memory(uint64_t bytes, uint64_t limit, const std::string& what, const std::string& detail);
 
 // check_memory for a session's arena: a small file may claim a block_size whose KV cache and
 // activations no device holds.
