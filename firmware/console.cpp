@@ -341,26 +341,22 @@ void Console::cmd_load(const std::string& name, bool remember) {
        std::to_string(c.vocab_size) + ", " + tok_->kind() + " tokenizer, " + std::to_string(model_->file_bytes()) + " bytes");
 }
 
-void Console::new_session() {
+std::unique_ptr<Session> Console::session_for(const LoraAdapter* adapter) const {
     SessionOptions o;
     o.threads = opts_.threads;
     o.policy = parse_context_policy(context_);
-    o.adapter = adapter_.get();
-    auto s = std::make_unique<Session>(*model_, o);
-    session_ = std::move(s);
+    o.adapter = adapter;
+    return std::make_unique<Session>(*model_, o);
 }
+
+void Console::new_session() { session_ = session_for(adapter_.get()); }
 
 void Console::use_adapter(const std::string& name) {
     const std::string path = opts_.models_dir + "/" + name + ".emba";
     struct stat st{};
     if (::stat(path.c_str(), &st) != 0) fail("adapter: no adapter ", name, " (", printable(path, 200), "); finetune writes one");
     auto a = LoraAdapter::load(path, *model_);  // checks it belongs to this model; on failure the old one stays
-    SessionOptions o;
-    o.threads = opts_.threads;
-    o.policy = parse_context_policy(context_);
-    o.adapter = a.get();
-    auto s = std::make_unique<Session>(*model_, o);
-    session_ = std::move(s);
+    session_ = session_for(a.get());  // the old session goes before the adapter it used
     adapter_ = std::move(a);
     adapter_name_ = name;
 }
@@ -372,11 +368,7 @@ void Console::cmd_adapter(const Command& c) {
     }
     if (c.adapter_off) {
         const std::string was = adapter_name_;
-        SessionOptions o;
-        o.threads = opts_.threads;
-        o.policy = parse_context_policy(context_);
-        auto s = std::make_unique<Session>(*model_, o);
-        session_ = std::move(s);  // the old session goes before the adapter it used
+        session_ = session_for(nullptr);  // the old session goes before the adapter it used
         adapter_.reset();
         adapter_name_.clear();
         ok(was.empty() ? "no adapter" : "adapter " + was + " off");

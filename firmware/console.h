@@ -55,6 +55,7 @@ private:
     void cmd_flash();
     void cmd_finetune(const Command& c);
     void cmd_adapter(const Command& c);
+    std::unique_ptr<Session> session_for(const LoraAdapter* adapter) const;  // loaded model and policy; adapter may be null
     void new_session();  // for the loaded model, context policy and adapter
     bool poll_interrupt();  // non-blocking: true when a Ctrl-C (0x03) has arrived
     void write(std::string_view s);
