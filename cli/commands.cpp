@@ -7,7 +7,9 @@
 #include <cstdio>
 #include <vector>
 
-#include "runtime/backend.h"
+#include "runtime/cpu_backend.h"
+#include "runtime/cuda_module.h"
+#include "runtime/session.h"
 #include "runtime/error.h"
 #include "runtime/eval.h"
 #include "runtime/finetune.h"
@@ -87,7 +89,7 @@ int cmd_info(const std::string& model_path) {
 int cmd_generate(const GenerateArgs& a) {
     a.sampler.validate();
     const ContextPolicy policy = parse_context_policy(a.context);
-    const Backend backend = parse_backend(a.backend);
+    const BackendKind backend = parse_backend(a.backend);
     auto model = Model::open(a.model);
     const auto tok = make_tokenizer(*model);
     std::vector<int> ids = a.prompt.empty() ? std::vector<int>{tok->start_id()} : tok->encode(a.prompt, "prompt");
@@ -97,8 +99,6 @@ int cmd_generate(const GenerateArgs& a) {
     const auto adapter = a.adapter.empty() ? nullptr : LoraAdapter::load(a.adapter, *model);
     so.adapter = adapter.get();
     auto session = make_session(*model, so, backend);
-    // Only the ids the tokenizer knows: padding rows of the logits are never sampled.
-    Sampler sampler(a.sampler, tok->size(), session->sampler_probs(), session->sampler_ids());
     if (!a.prompt.empty()) {
         std::fwrite(a.prompt.data(), 1, a.prompt.size(), stdout);
         std::fflush(stdout);
@@ -107,22 +107,16 @@ int cmd_generate(const GenerateArgs& a) {
     // A BPE token may end inside a UTF-8 character: the stream holds such bytes back and
     // prints the character whole, so the output equals the decode of the whole sequence.
     Utf8Stream stream(static_cast<size_t>(tok->max_token_bytes()));
-    for (int i = 0; i < a.n; ++i) {
-        const int id = sampler.sample(session->logits());
-        const std::string_view b = tok->token_bytes(id);
-        const std::string_view text = stream.feed(b.data(), b.size());
+    session->generate(a.n, a.sampler, *tok, stream, [](std::string_view text) {
         std::fwrite(text.data(), 1, text.size(), stdout);
         std::fflush(stdout);
-        if (i + 1 < a.n) session->append(&id, 1);
-    }
-    const std::string_view tail = stream.finish();
-    std::fwrite(tail.data(), 1, tail.size(), stdout);
+    });
     std::fputc('\n', stdout);
     return 0;
 }
 
 int cmd_eval(const EvalArgs& a) {
-    const Backend backend = parse_backend(a.backend);
+    const BackendKind backend = parse_backend(a.backend);
     auto model = Model::open(a.model);
     int64_t skipped = 0;
     const std::string text = read_text_file(a.text);
@@ -148,14 +142,14 @@ int cmd_eval(const EvalArgs& a) {
 }
 
 int cmd_bench(const BenchArgs& a) {
-    const Backend backend = resolve_backend(parse_backend(a.backend));
     auto model = Model::open(a.model);
     const ModelConfig& c = model->config();
     SessionOptions so;
     so.threads = a.threads;
     so.all_logits = true;
-    auto session = make_session(*model, so, backend);
-    const bool gpu = backend == Backend::Cuda;
+    auto session = make_session(*model, so, parse_backend(a.backend));
+    const Backend& backend = session->backend();
+    const bool gpu = std::string(backend.name()) == "cuda";
     SamplerOptions greedy;
     greedy.temperature = 0.0f;
     Sampler sampler(greedy, c.tokenizer_size, session->sampler_probs(), session->sampler_ids());
@@ -194,8 +188,7 @@ int cmd_bench(const BenchArgs& a) {
         if (r > 0) decode.push_back(steps / seconds_since(t0));  // run 0 warms up
     }
     const double p = median(prefill), d = median(decode);
-    const auto* cpu = dynamic_cast<const Session*>(session.get());
-    const int threads = cpu ? cpu->threads() : 0;
+    const int threads = backend.threads();
     CudaDeviceInfo dev;
     double share = 0.0;  // weight bytes per token / time per token / peak bandwidth
     if (gpu) {
@@ -203,13 +196,13 @@ int cmd_bench(const BenchArgs& a) {
         if (dev.peak_bytes_per_s > 0) share = static_cast<double>(model->weight_bytes()) * d / dev.peak_bytes_per_s;
     }
     if (a.json) {
-        nlohmann::json j{{"engine", "ember"}, {"backend", backend_name(backend)}, {"threads", threads}, {"prefill_tok_s", p},
+        nlohmann::json j{{"engine", "ember"}, {"backend", backend.name()}, {"threads", threads}, {"prefill_tok_s", p},
                          {"decode_tok_s", d}, {"block_size", c.block_size}, {"weight_bytes", model->weight_bytes()}};
         if (gpu) {
             j["device"] = dev.name;
             j["peak_bytes_per_s"] = dev.peak_bytes_per_s;
             j["decode_bandwidth_share"] = share;
-            j["describe"] = session->describe();
+            j["describe"] = backend.describe();
         }
         std::printf("%s\n", j.dump().c_str());
     } else {
@@ -221,7 +214,7 @@ int cmd_bench(const BenchArgs& a) {
         } else {
             std::printf("backend: cpu\nthreads: %d\n", threads);
         }
-        if (!session->describe().empty()) std::printf("%s\n", session->describe().c_str());
+        if (!backend.describe().empty()) std::printf("%s\n", backend.describe().c_str());
         std::printf("prefill: %.0f tokens/s (window of %d, median of %d)\n", p, c.block_size, a.runs);
         std::printf("decode:  %.0f tokens/s (%d tokens within block_size, median of %d)\n", d, steps, a.runs);
         if (gpu) {

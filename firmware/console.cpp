@@ -211,30 +211,15 @@ void Console::cmd_gen(const Command& c) {
     // As `ember generate`: no text starts from the tokenizer's start id.
     const std::vector<int> ids = c.text.empty() ? std::vector<int>{tok_->start_id()} : tok_->encode(c.text, "prompt");
     session_->reset();
-    // Only the ids the tokenizer knows: padding rows of the logits are never sampled.
-    Sampler sampler(so, tok_->size(), session_->sampler_probs(), session_->sampler_ids());
     stream_->finish();  // empty (a gen that failed mid-way may have left bytes)
     if (!c.text.empty()) write(c.text);
     const auto t0 = std::chrono::steady_clock::now();
     session_->append(ids.data(), static_cast<int>(ids.size()));
-    int made = 0;
-    bool stopped = false;
-    for (int i = 0; i < n; ++i) {
-        if (poll_interrupt()) {
-            stopped = true;
-            break;
-        }
-        const int id = sampler.sample(session_->logits());
-        const std::string_view b = tok_->token_bytes(id);
-        const std::string_view text = stream_->feed(b.data(), b.size());  // whole characters only
-        if (!text.empty()) write(text);
-        ++made;
-        if (i + 1 < n) session_->append(&id, 1);
-    }
-    // The tail of a character the last token left incomplete (U+FFFD), after a Ctrl-C too:
-    // the text equals the decode of the whole sequence.
-    const std::string_view tail = stream_->finish();
-    if (!tail.empty()) write(tail);
+    // The runtime's generate loop; Ctrl-C (0x03) is polled before each token.
+    const GenerateResult r = session_->generate(n, so, *tok_, *stream_, [this](std::string_view text) { write(text); },
+                                                [this] { return poll_interrupt(); });
+    const int made = r.tokens;
+    const bool stopped = r.stopped;
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     write("\n");
     if (stopped) {
@@ -275,7 +260,9 @@ void Console::cmd_info() {
         write(std::string("tokenizer: ") + tok_->kind() + ", " + std::to_string(tok_->size()) + " tokens\n");
         write("adapter: " + (adapter_ ? adapter_name_ + " (rank " + std::to_string(adapter_->rank()) + ", alpha " + fmt("%g", adapter_->alpha()) + ")" : std::string("none")) + "\n");
         write("source: " + one_line(model_->provenance()) + "\n");
-        write("arena: " + std::to_string(session_->plan().total) + " bytes, threads " + std::to_string(session_->threads()) + "\n");
+        const Backend& b = session_->backend();
+        write(std::string("backend: ") + b.name() + (b.threads() ? ", threads " + std::to_string(b.threads()) : std::string()) + ", arena " +
+              std::to_string(b.arena_bytes()) + " bytes" + (b.describe().empty() ? std::string() : "; " + b.describe()) + "\n");
     } else {
         write("model: none loaded\n");
     }
@@ -314,10 +301,7 @@ void Console::cmd_load(const std::string& name, bool remember) {
     auto m = Model::open(path);  // verifies everything; on failure the old model stays
     auto t = make_tokenizer(*m);
     auto ts = std::make_unique<Utf8Stream>(static_cast<size_t>(t->max_token_bytes()));
-    SessionOptions o;
-    o.threads = opts_.threads;
-    o.policy = parse_context_policy(context_);
-    auto s = std::make_unique<Session>(*m, o);
+    auto s = session_for(*m, nullptr);
     session_ = std::move(s);  // the old session goes before the model and adapter it used
     adapter_.reset();         // an adapter belongs to one base model
     adapter_name_.clear();
@@ -341,22 +325,24 @@ void Console::cmd_load(const std::string& name, bool remember) {
        std::to_string(c.vocab_size) + ", " + tok_->kind() + " tokenizer, " + std::to_string(model_->file_bytes()) + " bytes");
 }
 
-std::unique_ptr<Session> Console::session_for(const LoraAdapter* adapter) const {
+std::unique_ptr<Session> Console::session_for(const Model& model, const LoraAdapter* adapter, bool all_logits) const {
     SessionOptions o;
     o.threads = opts_.threads;
     o.policy = parse_context_policy(context_);
     o.adapter = adapter;
-    return std::make_unique<Session>(*model_, o);
+    o.all_logits = all_logits;
+    // An adapter runs on the CPU: auto then means the CPU; --backend cuda refuses it.
+    return make_session(model, o, opts_.backend);
 }
 
-void Console::new_session() { session_ = session_for(adapter_.get()); }
+void Console::new_session() { session_ = session_for(*model_, adapter_.get()); }
 
 void Console::use_adapter(const std::string& name) {
     const std::string path = opts_.models_dir + "/" + name + ".emba";
     struct stat st{};
     if (::stat(path.c_str(), &st) != 0) fail("adapter: no adapter ", name, " (", printable(path, 200), "); finetune writes one");
     auto a = LoraAdapter::load(path, *model_);  // checks it belongs to this model; on failure the old one stays
-    session_ = session_for(a.get());  // the old session goes before the adapter it used
+    session_ = session_for(*model_, a.get());  // the old session goes before the adapter it used
     adapter_ = std::move(a);
     adapter_name_ = name;
 }
@@ -368,7 +354,7 @@ void Console::cmd_adapter(const Command& c) {
     }
     if (c.adapter_off) {
         const std::string was = adapter_name_;
-        session_ = session_for(nullptr);  // the old session goes before the adapter it used
+        session_ = session_for(*model_, nullptr);  // the old session goes before the adapter it used
         adapter_.reset();
         adapter_name_.clear();
         ok(was.empty() ? "no adapter" : "adapter " + was + " off");
@@ -387,13 +373,9 @@ void Console::cmd_eval(const Command& c) {
     const std::vector<int> ids = tok_->encode(read_text_file(c.file, size_t(256) << 20), printable(c.file, 200));
     const int64_t start = c.eval_all ? 0 : val_split_start(static_cast<int64_t>(ids.size()));
     if (static_cast<int64_t>(ids.size()) - start < 2) fail(printable(c.file, 200), ": too few tokens to evaluate (at least 2)");
-    SessionOptions o;
-    o.threads = opts_.threads;
-    o.all_logits = true;
-    o.adapter = adapter_.get();
-    Session s(*model_, o);
+    auto s = session_for(*model_, adapter_.get(), true);
     const ModelConfig& mc = model_->config();
-    const EvalResult r = evaluate(s, ids.data() + start, static_cast<int64_t>(ids.size()) - start, mc.block_size, mc.vocab_size,
+    const EvalResult r = evaluate(*s, ids.data() + start, static_cast<int64_t>(ids.size()) - start, mc.block_size, mc.vocab_size,
                                   mc.tokenizer_size);
     ok("loss " + fmt("%.4f", r.loss) + " over " + std::to_string(r.tokens) + " tokens");
 }

@@ -27,6 +27,7 @@ struct ConsoleOptions {
     std::string models_dir = ".";  // DIR: DIR/NAME.ember, DIR/NAME.emba adapters, DIR/current the model loaded at start
     std::string load;              // model to load at start (default: DIR/current, if any)
     int threads = 0;               // 0 = all cores
+    BackendKind backend = BackendKind::Auto;  // --backend cpu|cuda|auto (auto: CUDA when a GPU is present)
     bool echo = false;             // echo typed characters (a person on a terminal)
     bool crlf = false;             // write "\r\n" for "\n" (serial terminals)
     int flash_idle_ms = 30000;     // binary mode ends after this long without a frame
@@ -55,7 +56,7 @@ private:
     void cmd_flash();
     void cmd_finetune(const Command& c);
     void cmd_adapter(const Command& c);
-    std::unique_ptr<Session> session_for(const LoraAdapter* adapter) const;  // loaded model and policy; adapter may be null
+    std::unique_ptr<Session> session_for(const Model& model, const LoraAdapter* adapter, bool all_logits = false) const;  // policy, backend; adapter may be null
     void new_session();  // for the loaded model, context policy and adapter
     bool poll_interrupt();  // non-blocking: true when a Ctrl-C (0x03) has arrived
     void write(std::string_view s);

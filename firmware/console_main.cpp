@@ -38,6 +38,8 @@ int main(int argc, char** argv) {
     app.add_option("--models", o.models_dir, "folder of NAME.ember files (flash installs there)")->capture_default_str();
     app.add_option("--load", o.load, "model to load at start (default: the last flashed or loaded)");
     app.add_option("--threads", o.threads, "0 = all cores")->capture_default_str()->check(CLI::Range(0, 256));
+    std::string backend = "auto";
+    app.add_option("--backend", backend, "cpu, cuda or auto (CUDA when a GPU is present)")->capture_default_str()->check(CLI::IsMember({"cpu", "cuda", "auto"}));
     app.add_flag("--echo", o.echo, "echo typed characters (a person at a terminal)");
     app.add_flag("--crlf", o.crlf, "end output lines with CR LF (serial terminals)");
     app.add_option("--flash-timeout", o.flash_idle_ms, "ms without a frame before binary mode ends")->capture_default_str()->check(CLI::Range(100, 3600000));
@@ -54,6 +56,7 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "ember-console: error: give --port DEV or --stdio (see ember-console --help)\n");
         return 1;
     }
+    o.backend = parse_backend(backend);
     // Test hook (documented in firmware/PROTOCOL.md): die just before installing a flashed file.
     const char* kill = std::getenv("EMBER_FLASH_TEST_KILL_BEFORE_RENAME");
     o.kill_before_rename = kill && std::string(kill) == "1";

@@ -12,6 +12,7 @@
 #include "firmware/serial_port.h"
 #include "runtime/error.h"
 #include "runtime/model.h"
+#include "runtime/cpu_backend.h"
 #include "runtime/session.h"
 #include "runtime/sha256.h"
 #include "runtime/utf8.h"

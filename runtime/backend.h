@@ -1,39 +1,58 @@
-// Choosing where a model runs: `--backend cpu | cuda | auto` (auto = CUDA when this build has
-// it and a CUDA device is present, else the CPU).
+// The backend seam: what a Session (session.h) needs from whatever runs the network. The CPU
+// backend (cpu_backend.h) is linked into every program; the CUDA backend (cuda_backend.h) is
+// a separate shared module, libember-cuda.so, opened with dlopen only when CUDA is asked for
+// or `auto` finds a GPU (cuda_module.h), so a CPU process never maps a CUDA library.
+// Letters: V vocab_size, S block_size, T rows of a forward.
 #pragma once
 
-#include <memory>
+#include <cstddef>
+#include <cstdint>
 #include <string>
-
-#include "runtime/generator.h"
-#include "runtime/model.h"
-#include "runtime/session.h"
 
 namespace ember {
 
-enum class Backend { Cpu, Cuda, Auto };
-Backend parse_backend(const std::string& s);  // throws ember::Error
-const char* backend_name(Backend b);
+// Host buffers a Session keeps its bookkeeping in, owned by the backend's plan (so that a
+// caller-owned arena holds them too): history [S] and window [S] token ids for the context
+// policies (context.h), sampler scratch [V] floats and [V] ints.
+struct HostScratch {
+    int* history = nullptr;
+    int* window = nullptr;
+    float* sampler_probs = nullptr;
+    int* sampler_ids = nullptr;
+};
 
-// Number of CUDA devices: 0 when there is none, when the driver is missing, or when ember
-// was built without CUDA. Never throws.
-int cuda_device_count();
-// Cpu or Cuda: Auto resolved as above.
-Backend resolve_backend(Backend b);
+class Backend {
+public:
+    virtual ~Backend() = default;
 
-// The device a CUDA session runs on (device 0).
+    // Runs ids [T] (checked by the caller: in [0, V)) at positions pos0..pos0+T-1, writing
+    // their K/V to KV-cache rows row0..row0+T-1; query t attends to rows [0, n_keys0 + t).
+    // Returns host logits: [T, V] for every row when all_rows (the backend must have been
+    // planned for it), else [V] of the last row; valid until the next forward.
+    // Throws ember::Error on a bad span or a failing device call.
+    virtual const float* forward(const int* ids, int T, int pos0, int row0, int n_keys0, bool all_rows) = 0;
+    virtual HostScratch host_scratch() = 0;
+
+    virtual const char* name() const = 0;  // "cpu" | "cuda"
+    virtual int threads() const { return 0; }  // CPU threads (0 for a GPU backend)
+    // Bytes of the planned arena (host for the CPU; device memory, weights included, for CUDA).
+    virtual size_t arena_bytes() const = 0;
+    // One line on how this backend runs (e.g. whether CUDA captured its decode graph); empty
+    // when there is nothing to say.
+    virtual std::string describe() const { return {}; }
+};
+
+// `--backend cpu | cuda | auto`.
+enum class BackendKind { Cpu, Cuda, Auto };
+BackendKind parse_backend(const std::string& s);  // throws ember::Error
+const char* backend_name(BackendKind b);
+
+// The device a CUDA backend runs on (device 0).
 struct CudaDeviceInfo {
     std::string name;            // e.g. "NVIDIA H200"
     int major = 0, minor = 0;    // compute capability
     double peak_bytes_per_s = 0; // memory bandwidth from the memory clock and bus width
     size_t total_bytes = 0;      // device memory
 };
-// Throws ember::Error without a device or without CUDA in this build.
-CudaDeviceInfo cuda_device_info();
-
-// A session for `model` on `backend` (Auto resolved). opts.threads is the CPU's; the CUDA
-// session ignores it. Throws ember::Error, e.g. "ember was built without CUDA" or "no CUDA
-// device" for Cuda. With opts.adapter (LoRA, CPU only) Auto means Cpu and Cuda is refused.
-std::unique_ptr<Generator> make_session(const Model& model, const SessionOptions& opts, Backend backend);
 
 }  // namespace ember

@@ -9,7 +9,7 @@ namespace ember {
 
 int64_t val_split_start(int64_t n) { return static_cast<int64_t>(0.9 * static_cast<double>(n)); }
 
-EvalResult evaluate(Generator& session, const int* ids, int64_t n, int block_size, int vocab_size, int n_real) {
+EvalResult evaluate(Session& session, const int* ids, int64_t n, int block_size, int vocab_size, int n_real) {
     if (n < 2) fail("eval needs at least 2 tokens, got ", n);
     const int V = n_real > 0 && n_real < vocab_size ? n_real : vocab_size;  // softmax over the real rows
     EvalResult r;

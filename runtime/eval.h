@@ -19,7 +19,7 @@ struct EvalResult {
 // session: planned with all_logits. ids: at least 2, each in [0, n_real). Logit rows are
 // [vocab_size]; the softmax runs over the first n_real of them, the ids the tokenizer knows
 // (0 = all: no padding rows). Throws ember::Error.
-EvalResult evaluate(Generator& session, const int* ids, int64_t n, int block_size, int vocab_size, int n_real = 0);
+EvalResult evaluate(Session& session, const int* ids, int64_t n, int block_size, int vocab_size, int n_real = 0);
 
 // The lecture's split: val = ids[int(0.9 * n):] (train the first 90%).
 int64_t val_split_start(int64_t n);

@@ -29,6 +29,7 @@
 #include "kernels/cpu/thread_pool.h"
 #include "runtime/adapter.h"
 #include "runtime/model.h"
+#include "runtime/memory.h"
 #include "runtime/session.h"
 #include "runtime/tokenizer.h"
 

@@ -79,12 +79,26 @@ std::unique_ptr<Model> Model::open(const std::string& path, bool require_checksu
     ::close(fd);
     if (p == MAP_FAILED) fail(printable(path, 200), ": mmap failed: ", std::strerror(errno));
     m->base_ = static_cast<const uint8_t*>(p);
+    m->mapped_ = true;
     m->verify_and_view(require_checksum);
     return m;
 }
 
+std::unique_ptr<Model> Model::open_memory(const void* data, size_t size, const std::string& name) {
+    std::unique_ptr<Model> m(new Model());
+    m->path_ = name;
+    if (!data) fail(printable(name, 200), ": no bytes (null pointer)");
+    if (reinterpret_cast<uintptr_t>(data) % kDataAlignment != 0)
+        fail(printable(name, 200), ": the model's bytes at ", data, " are not aligned to ", kDataAlignment, " bytes (tensors are used in place)");
+    if (size < 16) fail(printable(name, 200), ": ", size, " bytes is too short for an .ember file");
+    m->size_ = size;
+    m->base_ = static_cast<const uint8_t*>(data);
+    m->verify_and_view(true);
+    return m;
+}
+
 Model::~Model() {
-    if (base_) munmap(const_cast<uint8_t*>(base_), size_);
+    if (base_ && mapped_) munmap(const_cast<uint8_t*>(base_), size_);
 }
 
 size_t Model::weight_bytes() const {

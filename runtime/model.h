@@ -92,6 +92,10 @@ public:
     // (checksum_ok() == false) instead of thrown: `ember info` reports it; nothing runs such
     // a model. Throws ember::Error.
     static std::unique_ptr<Model> open(const std::string& path, bool require_checksum = true);
+    // Verifies `size` bytes at `data` (64-byte aligned; kept valid and unchanged by the caller
+    // while the model lives) and uses them in place; `name` stands for the path in messages.
+    // Throws ember::Error, as open().
+    static std::unique_ptr<Model> open_memory(const void* data, size_t size, const std::string& name);
     ~Model();
     Model(const Model&) = delete;
     Model& operator=(const Model&) = delete;
@@ -118,6 +122,7 @@ private:
     std::string path_;
     const uint8_t* base_ = nullptr;
     size_t size_ = 0;
+    bool mapped_ = false;  // base_ is our mmap (open), not the caller's bytes (open_memory)
     ModelConfig config_;
     ModelWeights weights_;
     std::vector<uint32_t> code_points_;

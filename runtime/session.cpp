@@ -1,201 +1,80 @@
 #include "runtime/session.h"
 
-#include <algorithm>
-#include <cstdlib>
-#include <cstring>
-#include <string>
-
-#include "kernels/cpu/activation.h"
-#include "kernels/cpu/attention.h"
-#include "kernels/cpu/layernorm.h"
-#include "kernels/cpu/lora.h"
+#include "runtime/cpu_backend.h"
+#include "runtime/cuda_module.h"
 #include "runtime/error.h"
-#include "runtime/utf8.h"
+#include "runtime/text_stream.h"
+#include "runtime/tokenizer.h"
 
 namespace ember {
 
-namespace {
-
-size_t align_up(size_t n) { return (n + kDataAlignment - 1) / kDataAlignment * kDataAlignment; }
-
-constexpr int kMaxThreads = 256;
-
-int session_threads(int requested) {
-    if (requested < 0 || requested > kMaxThreads) fail("threads ", requested, " is outside [0, ", kMaxThreads, "] (0 = all cores)");
-    return requested > 0 ? requested : kernels::ThreadPool::default_threads();
+Session::Session(const Model& model, const SessionOptions& opts, std::unique_ptr<Backend> backend)
+    : model_(model), opts_(opts), backend_(std::move(backend)) {
+    if (!backend_) fail("a session needs a backend");
+    scratch_ = backend_->host_scratch();
+    ctx_ = ContextWindow(opts.policy, model.config().block_size, scratch_.history, scratch_.window);
 }
 
-int max_groups(const kernels::WeightView& w, int cur) {
-    return w.type == kernels::WType::I8 ? std::max(cur, w.groups_per_row()) : cur;
-}
+Session::Session(const Model& model, const SessionOptions& opts) : Session(model, opts, std::make_unique<CpuBackend>(model, opts)) {}
 
-}  // namespace
-
-MemoryPlan plan_memory(const Model& model, int threads, bool all_logits, int lora_rank) {
-    const ModelConfig& c = model.config();
-    const size_t S = c.block_size, C = c.n_embd, F = c.ffn_hidden, V = c.vocab_size, L = c.n_layer;
-    MemoryPlan p;
-    p.threads = threads;
-    p.logit_rows = all_logits ? c.block_size : 1;
-    int groups = 1;
-    const ModelWeights& w = model.weights();
-    for (const auto& l : w.layers) {
-        for (const auto* v : {&l.qkv, &l.proj, &l.fc, &l.fc2}) groups = max_groups(*v, groups);
-    }
-    groups = max_groups(w.lm_head, groups);
-    size_t off = 0;
-    auto take = [&](size_t bytes) {
-        const size_t at = off;
-        off += align_up(bytes);
-        return at;
-    };
-    const size_t f4 = sizeof(float);
-    p.x = take(S * C * f4);
-    p.xn = take(S * C * f4);
-    p.qkv = take(S * 3 * C * f4);
-    p.att = take(S * C * f4);
-    p.tmp = take(S * C * f4);
-    p.hidden = take(S * F * f4);
-    p.logits = take(static_cast<size_t>(p.logit_rows) * V * f4);
-    p.k_cache = take(L * S * C * f4);
-    p.v_cache = take(L * S * C * f4);
-    p.scores = take(static_cast<size_t>(threads) * S * f4);
-    p.xq = take(S * std::max(C, F));
-    p.xs = take(S * static_cast<size_t>(groups) * f4);
-    p.history = take(S * sizeof(int));
-    p.window = take(S * sizeof(int));
-    p.sampler_probs = take(V * f4);
-    p.sampler_ids = take(V * sizeof(int));
-    p.lora_u = take(S * static_cast<size_t>(lora_rank) * f4);
-    p.total = off;
-    return p;
-}
-
-void check_plan_fits(const MemoryPlan& plan, const Model& model, uint64_t limit) {
-    const ModelConfig& c = model.config();
-    const uint64_t kv = 2 * static_cast<uint64_t>(plan.v_cache - plan.k_cache);
-    const std::string kv_text = kv < (uint64_t{10} << 20) ? std::to_string(kv) + " bytes" : std::to_string((kv + (1u << 20) - 1) >> 20) + " MiB";
-    check_memory(plan.total, limit, printable(model.path(), 200) + ": a session",
-                 " (KV cache " + kv_text + " for n_layer " + std::to_string(c.n_layer) + " x block_size " + std::to_string(c.block_size) +
-                     " x n_embd " + std::to_string(c.n_embd) + ")");
-}
-
-Session::Session(const Model& model, const SessionOptions& opts)
-    : model_(model),
-      opts_(opts),
-      pool_(session_threads(opts.threads)) {
-    if (opts.adapter && opts.adapter->base_checksum() != model.checksum()) fail("the adapter was made for another model than ", model.path());
-    plan_ = plan_memory(model, pool_.size(), opts.all_logits, opts.adapter ? opts.adapter->rank() : 0);
-    check_plan_fits(plan_, model, opts.memory_limit);
-    arena_ = static_cast<uint8_t*>(std::aligned_alloc(kDataAlignment, plan_.total));
-    if (!arena_) fail("cannot allocate the ", plan_.total, "-byte arena for ", model.path());
-    std::memset(arena_, 0, plan_.total);
-    ctx_ = ContextWindow(opts.policy, model.config().block_size, buf<int>(plan_.history), buf<int>(plan_.window));
-}
-
-Session::~Session() { std::free(arena_); }
+Session::~Session() = default;
 
 void Session::reset() {
     ctx_.reset();
-    last_logits_row_ = 0;
-}
-
-float* Session::sampler_probs() const { return buf<float>(plan_.sampler_probs); }
-int* Session::sampler_ids() const { return buf<int>(plan_.sampler_ids); }
-
-const float* Session::logits() const {
-    return buf<float>(plan_.logits) + static_cast<size_t>(last_logits_row_) * model_.config().vocab_size;
-}
-
-void Session::forward(const int* ids, int T, int pos0, int row0, int n_keys0, bool all_rows) {
-    const ModelConfig& c = model_.config();
-    const ModelWeights& w = model_.weights();
-    const int C = c.n_embd, F = c.ffn_hidden, S = c.block_size;
-    float* x = buf<float>(plan_.x);
-    float* xn = buf<float>(plan_.xn);
-    float* qkv = buf<float>(plan_.qkv);
-    float* att = buf<float>(plan_.att);
-    float* tmp = buf<float>(plan_.tmp);
-    float* hidden = buf<float>(plan_.hidden);
-    const kernels::LinearScratch scratch{buf<int8_t>(plan_.xq), buf<float>(plan_.xs)};
-
-    // x = wte[ids] + wpe[positions]
-    for (int t = 0; t < T; ++t) {
-        float* xt = x + static_cast<size_t>(t) * C;
-        kernels::dequantize_row(w.wte, ids[t], xt);
-        kernels::dequantize_row(w.wpe, pos0 + t, tmp);
-        for (int i = 0; i < C; ++i) xt[i] += tmp[i];
-    }
-    auto add = [&](float* dst, const float* src, size_t n) {
-        for (size_t i = 0; i < n; ++i) dst[i] += src[i];
-    };
-    const size_t TC = static_cast<size_t>(T) * C;
-    for (int l = 0; l < c.n_layer; ++l) {
-        const LayerWeights& L = w.layers[l];
-        float* kc = buf<float>(plan_.k_cache) + static_cast<size_t>(l) * S * C;
-        float* vc = buf<float>(plan_.v_cache) + static_cast<size_t>(l) * S * C;
-        kernels::layernorm(x, T, C, L.ln_1_w, L.ln_1_b, c.ln_eps, xn);
-        kernels::linear(xn, T, L.qkv, L.qkv_b, qkv, scratch, pool_);
-        add_lora(l, LoraTarget::Qkv, xn, T, qkv);
-        for (int t = 0; t < T; ++t) {
-            const float* row = qkv + static_cast<size_t>(t) * 3 * C;
-            std::memcpy(kc + static_cast<size_t>(row0 + t) * C, row + C, C * sizeof(float));
-            std::memcpy(vc + static_cast<size_t>(row0 + t) * C, row + 2 * C, C * sizeof(float));
-        }
-        kernels::AttentionShape as;
-        as.T = T;
-        as.n_head = c.n_head;
-        as.head_size = c.head_size();
-        as.n_keys0 = n_keys0;
-        as.ldq = 3 * C;
-        as.scale = c.attn_scale;
-        kernels::attention(qkv, kc, vc, as, att, buf<float>(plan_.scores), S, pool_);
-        kernels::linear(att, T, L.proj, L.proj_b, tmp, scratch, pool_);
-        add_lora(l, LoraTarget::Proj, att, T, tmp);
-        add(x, tmp, TC);
-        kernels::layernorm(x, T, C, L.ln_2_w, L.ln_2_b, c.ln_eps, xn);
-        kernels::linear(xn, T, L.fc, L.fc_b, hidden, scratch, pool_);
-        add_lora(l, LoraTarget::Fc, xn, T, hidden);
-        kernels::activation(c.activation, hidden, static_cast<size_t>(T) * F);
-        kernels::linear(hidden, T, L.fc2, L.fc2_b, tmp, scratch, pool_);
-        add_lora(l, LoraTarget::Fc2, hidden, T, tmp);
-        add(x, tmp, TC);
-    }
-    float* logits = buf<float>(plan_.logits);
-    if (all_rows) {
-        kernels::layernorm(x, T, C, w.ln_f_w, w.ln_f_b, c.ln_eps, xn);
-        kernels::linear(xn, T, w.lm_head, w.lm_head_b, logits, scratch, pool_);
-        last_logits_row_ = T - 1;
-    } else {
-        kernels::layernorm(x + static_cast<size_t>(T - 1) * C, 1, C, w.ln_f_w, w.ln_f_b, c.ln_eps, xn);
-        kernels::linear(xn, 1, w.lm_head, w.lm_head_b, logits, scratch, pool_);
-        last_logits_row_ = 0;
-    }
-}
-
-void Session::add_lora(int layer, LoraTarget t, const float* x, int T, float* y) {
-    const LoraAdapter* a = opts_.adapter;
-    if (!a) return;
-    kernels::LoraShape s;
-    s.T = T;
-    s.K = a->in_features(t);
-    s.N = a->out_features(t);
-    s.r = a->rank();
-    s.scale = a->scale();
-    kernels::lora_forward(x, a->A(layer, t), a->B(layer, t), s, buf<float>(plan_.lora_u), y, pool_);
+    logits_ = nullptr;
 }
 
 void Session::append(const int* ids, int n) {
     check_token_ids(ids, n, model_.config().vocab_size);
-    ctx_.append(ids, n, [this](const int* span, int T, int pos0, int row0, int n_keys0) { forward(span, T, pos0, row0, n_keys0, false); });
+    ctx_.append(ids, n, [this](const int* span, int T, int pos0, int row0, int n_keys0) {
+        logits_ = backend_->forward(span, T, pos0, row0, n_keys0, false);
+    });
 }
 
 const float* Session::forward_window(const int* ids, int T) {
     const ModelConfig& c = model_.config();
     check_window(ids, T, c.block_size, c.vocab_size, opts_.all_logits);
     reset();
-    forward(ids, T, 0, 0, 1, true);
-    return buf<float>(plan_.logits);
+    const float* all = backend_->forward(ids, T, 0, 0, 1, true);
+    logits_ = all + static_cast<size_t>(T - 1) * c.vocab_size;
+    return all;
+}
+
+GenerateResult Session::generate(int n, const SamplerOptions& sampling, const Tokenizer& tok, Utf8Stream& stream,
+                                 const std::function<void(std::string_view)>& on_text, const std::function<bool()>& should_stop) {
+    if (!logits_) fail("generate: the sequence is empty (append the prompt first)");
+    Sampler sampler(sampling, tok.size(), scratch_.sampler_probs, scratch_.sampler_ids);
+    GenerateResult r;
+    for (int i = 0; i < n; ++i) {
+        if (should_stop && should_stop()) {
+            r.stopped = true;
+            break;
+        }
+        const int id = sampler.sample(logits_);
+        const std::string_view b = tok.token_bytes(id);
+        const std::string_view text = stream.feed(b.data(), b.size());  // whole characters only
+        if (!text.empty()) on_text(text);
+        ++r.tokens;
+        if (i + 1 < n) append(&id, 1);
+    }
+    // The tail of a character the last token left incomplete (U+FFFD): the text equals the
+    // decode of the whole sequence.
+    const std::string_view tail = stream.finish();
+    if (!tail.empty()) on_text(tail);
+    return r;
+}
+
+BackendKind resolve_backend(BackendKind b, const SessionOptions& opts) {
+    if (b != BackendKind::Auto) return b;
+    if (opts.adapter || opts.arena) return BackendKind::Cpu;
+    return cuda_available() ? BackendKind::Cuda : BackendKind::Cpu;
+}
+
+std::unique_ptr<Session> make_session(const Model& model, const SessionOptions& opts, BackendKind backend) {
+    if (resolve_backend(backend, opts) == BackendKind::Cpu) return std::make_unique<Session>(model, opts);
+    if (opts.adapter) fail("--adapter: LoRA adapters run on the CPU backend only so far; use --backend cpu (or auto)");
+    if (opts.arena) fail("a caller-owned arena is for the CPU backend; the CUDA backend plans its own device memory");
+    return std::make_unique<Session>(model, opts, make_cuda_backend(model, opts));
 }
 
 }  // namespace ember

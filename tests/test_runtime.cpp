@@ -15,6 +15,7 @@
 #include "runtime/model.h"
 #include "runtime/sampler.h"
 #include "runtime/finetune.h"
+#include "runtime/cpu_backend.h"
 #include "runtime/session.h"
 #include "runtime/tokenizer.h"
 #include "test_util.h"

@@ -8,7 +8,7 @@
 #include <cstdio>
 #include <exception>
 
-#include "runtime/backend.h"
+#include "runtime/cuda_module.h"
 
 int main(int argc, char** argv) {
     const int devices = ember::cuda_device_count();

@@ -11,7 +11,8 @@
 #include <vector>
 
 #include "converter/convert.h"
-#include "runtime/cuda_session.h"
+#include "runtime/cuda_backend.h"
+#include "runtime/cuda_module.h"
 #include "runtime/eval.h"
 #include "runtime/model.h"
 #include "runtime/sampler.h"
@@ -55,7 +56,8 @@ SessionOptions options(ContextPolicy policy = ContextPolicy::Exact, bool all_log
 
 // max |CUDA logits - PyTorch's| over every position of the fixture's window.
 double cuda_logits_error(const Model& m, const nlohmann::json& ex) {
-    CudaSession s(m, options(ContextPolicy::Exact, true));
+    auto s_owner = make_session(m, options(ContextPolicy::Exact, true), BackendKind::Cuda);
+        Session& s = *s_owner;
     const auto ids = ids_of(ex["ids"]);
     const auto want = ex["logits"].get<std::vector<double>>();
     REQUIRE(want.size() == ids.size() * m.config().vocab_size);
@@ -65,7 +67,7 @@ double cuda_logits_error(const Model& m, const nlohmann::json& ex) {
     return err;
 }
 
-std::vector<int> greedy_run(Generator& s, int vocab_size, std::vector<int> seq, int n) {
+std::vector<int> greedy_run(Session& s, int vocab_size, std::vector<int> seq, int n) {
     SamplerOptions g;
     g.temperature = 0.0f;
     Sampler sampler(g, vocab_size, s.sampler_probs(), s.sampler_ids());
@@ -78,7 +80,7 @@ std::vector<int> greedy_run(Generator& s, int vocab_size, std::vector<int> seq, 
     return seq;
 }
 
-EvalResult eval_ids(Generator& s, const std::vector<int>& ids, int64_t start, const ModelConfig& c) {
+EvalResult eval_ids(Session& s, const std::vector<int>& ids, int64_t start, const ModelConfig& c) {
     return evaluate(s, ids.data() + start, static_cast<int64_t>(ids.size()) - start, c.block_size, c.vocab_size);
 }
 
@@ -106,7 +108,8 @@ TEST_CASE("cuda end to end: fixtures' logits, greedy ids and eval loss against P
         // where PyTorch's own top two logits lie within the fp16 tolerance (a near-tie, which
         // fp16 activations may break either way; counted and reported).
         const Model& m = *f32->model;
-        CudaSession s(m, options());
+        auto s_owner = make_session(m, options(), BackendKind::Cuda);
+        Session& s = *s_owner;
         Session cpu(m, options());  // f32 throughout: PyTorch's logits within 1e-4 (test_end_to_end.cpp)
         const auto want = ids_of(ex["greedy"]["ids"]);
         const auto prompt = ids_of(ex["greedy"]["prompt"]);
@@ -129,7 +132,8 @@ TEST_CASE("cuda end to end: fixtures' logits, greedy ids and eval loss against P
         MESSAGE("greedy steps: ", want.size() - prompt.size(), ", CUDA argmax differing at a near-tie: ", ties, ", elsewhere: ", wrong);
         CHECK(wrong == 0);
         // Eval loss over the fixture text (all of it), against PyTorch's.
-        CudaSession se(m, options(ContextPolicy::Exact, true));
+        auto se_owner = make_session(m, options(ContextPolicy::Exact, true), BackendKind::Cuda);
+        Session& se = *se_owner;
         const CharTokenizer tok(m.code_points());
         const std::string text = fixture(dir + "/" + ex["eval"]["text"].get<std::string>());
         const auto ids = tok.encode(test::read_file(text), text);
@@ -149,8 +153,9 @@ TEST_CASE("cuda context policies exact, shift, ring past block_size track the CP
     for (const ContextPolicy policy : {ContextPolicy::Exact, ContextPolicy::Shift, ContextPolicy::Ring}) {
         CAPTURE(context_policy_name(policy));
         Session cpu(m, options(policy));
-        CudaSession gpu(m, options(policy));
-        CHECK_MESSAGE(gpu.graph_captured(), gpu.graph_error());
+        auto gpu_owner = make_session(m, options(policy), BackendKind::Cuda);
+        Session& gpu = *gpu_owner;
+        CHECK_MESSAGE(gpu.backend().describe().find("NOT captured") == std::string::npos, gpu.backend().describe());
         SamplerOptions g;
         g.temperature = 0.0f;
         Sampler sampler(g, V, cpu.sampler_probs(), cpu.sampler_ids());
@@ -188,7 +193,8 @@ TEST_CASE("cuda default model: greedy text for 200 tokens identical to the CPU b
         auto c = default_model(dtype);
         const Model& m = *c->model;
         Session cpu(m, options());
-        CudaSession gpu(m, options());
+        auto gpu_owner = make_session(m, options(), BackendKind::Cuda);
+        Session& gpu = *gpu_owner;
         const auto a = greedy_run(cpu, m.config().vocab_size, {0}, 200);
         const auto b = greedy_run(gpu, m.config().vocab_size, {0}, 200);
         size_t first = 0;
@@ -218,7 +224,8 @@ TEST_CASE("cuda default model: eval loss on tinyshakespeare's val split within 0
         const auto ids = tok.encode(bytes, text);
         const int64_t start = val_split_start(static_cast<int64_t>(ids.size()));
         Session cpu(m, options(ContextPolicy::Exact, true));
-        CudaSession gpu(m, options(ContextPolicy::Exact, true));
+        auto gpu_owner = make_session(m, options(ContextPolicy::Exact, true), BackendKind::Cuda);
+        Session& gpu = *gpu_owner;
         const EvalResult rc = eval_ids(cpu, ids, start, m.config());
         const EvalResult rg = eval_ids(gpu, ids, start, m.config());
         MESSAGE("val loss: CPU ", rc.loss, ", CUDA ", rg.loss, " (PyTorch f32 ", report["val_loss"].get<double>(), ")");

@@ -9,7 +9,8 @@
 
 #include "converter/convert.h"
 #include "kernels/cuda/check.h"
-#include "runtime/cuda_session.h"
+#include "runtime/cuda_backend.h"
+#include "runtime/cuda_module.h"
 #include "runtime/model.h"
 #include "runtime/sampler.h"
 #include "runtime/session.h"
@@ -96,7 +97,8 @@ TEST_CASE("cuda decode allocates nothing per token: no heap allocation on the ho
             CAPTURE(context_policy_name(policy));
             SessionOptions so;
             so.policy = policy;
-            CudaSession s(*model, so);
+            auto s_owner = make_session(*model, so, BackendKind::Cuda);
+        Session& s = *s_owner;
             SamplerOptions sopt;
             sopt.temperature = 0.8f;
             sopt.top_k = 10;

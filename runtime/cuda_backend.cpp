@@ -1,4 +1,4 @@
-#include "runtime/cuda_session.h"
+#include "runtime/cuda_backend.h"
 
 #include <algorithm>
 #include <cstring>
@@ -8,6 +8,7 @@
 #include "kernels/cuda/embedding.cuh"
 #include "kernels/cuda/layernorm.cuh"
 #include "kernels/cuda/linear.cuh"
+#include "runtime/arena.h"
 #include "runtime/error.h"
 
 namespace ember {
@@ -93,18 +94,14 @@ CudaPlan plan_cuda_memory(const Model& model, bool all_logits) {
     const ModelConfig& c = model.config();
     const size_t S = c.block_size, C = c.n_embd, F = c.ffn_hidden, V = c.vocab_size, L = c.n_layer;
     CudaPlan p;
-    size_t off = 0;
+    ArenaPlanner a(kDeviceAlign);  // the weights first, then the arena
     CudaWeights unused;
     map_weights(model, [&](const void* src, size_t bytes) -> void* {
-        if (src) off += align_up(bytes);
+        if (src) a.take(bytes);
         return nullptr;
     }, unused);
-    p.weights = off;
-    auto take = [&](size_t bytes) {
-        const size_t at = off;
-        off += align_up(bytes);
-        return at;
-    };
+    p.weights = a.total();
+    auto take = [&](size_t bytes) { return a.take(bytes); };
     // The largest matrix a prefill product expands to fp16 (int8 or f32 storage).
     const ModelWeights& w = model.weights();
     auto expand = [&](const kernels::WeightView& v) {
@@ -129,11 +126,11 @@ CudaPlan plan_cuda_memory(const Model& model, bool all_logits) {
     p.ids = p.step + 4 * sizeof(int);
     p.workspace_bytes = kWorkspaceBytes;
     p.workspace = take(p.workspace_bytes);
-    p.total = off;
+    p.total = a.total();
     return p;
 }
 
-CudaSession::CudaSession(const Model& model, const SessionOptions& opts) : model_(model), opts_(opts) {
+CudaBackend::CudaBackend(const Model& model, const SessionOptions& opts) : model_(model), opts_(opts) {
     const ModelConfig& c = model.config();
     if (cuda_devices() < 1) fail("no CUDA device found (use --backend cpu)");
     if (c.head_size() > cuda::kMaxHeadSize) fail("head_size ", c.head_size(), " is over the CUDA kernels' limit of ", cuda::kMaxHeadSize);
@@ -167,7 +164,6 @@ CudaSession::CudaSession(const Model& model, const SessionOptions& opts) : model
         sampler_ids_.assign(V, 0);
         history_.assign(S, 0);
         window_.assign(S, 0);
-        ctx_ = ContextWindow(opts.policy, S, history_.data(), window_.data());
         capture_decode_graph();
     } catch (...) {
         release();
@@ -175,9 +171,9 @@ CudaSession::CudaSession(const Model& model, const SessionOptions& opts) : model
     }
 }
 
-CudaSession::~CudaSession() { release(); }
+CudaBackend::~CudaBackend() { release(); }
 
-void CudaSession::release() noexcept {
+void CudaBackend::release() noexcept {
     if (stream_) (void)cudaStreamSynchronize(stream_);
     if (graph_exec_) (void)cudaGraphExecDestroy(graph_exec_);
     if (graph_) (void)cudaGraphDestroy(graph_);
@@ -194,7 +190,7 @@ void CudaSession::release() noexcept {
     base_ = nullptr;
 }
 
-void CudaSession::capture_decode_graph() {
+void CudaBackend::capture_decode_graph() {
     // One eager decode step first: it loads every kernel (CUDA's lazy module loading must not
     // happen inside a capture) and checks the launches. It writes cache row 0, which every
     // sequence writes again before reading it.
@@ -225,12 +221,12 @@ void CudaSession::capture_decode_graph() {
     }
 }
 
-std::string CudaSession::describe() const {
+std::string CudaBackend::describe() const {
     return graph_exec_ ? "decode: one CUDA graph replay per token"
                        : "decode: CUDA graph NOT captured (" + graph_error_ + "); eager launches";
 }
 
-const __half* CudaSession::f16_weights(const kernels::WeightView& w) {
+const __half* CudaBackend::f16_weights(const kernels::WeightView& w) {
     if (w.type == kernels::WType::F16) return static_cast<const __half*>(w.data);
     const size_t elems = static_cast<size_t>(w.rows) * w.cols;
     if (elems > plan_.wscratch_elems) fail("CUDA prefill: a [", w.rows, ", ", w.cols, "] weight exceeds the planned scratch of ", plan_.wscratch_elems);
@@ -238,7 +234,7 @@ const __half* CudaSession::f16_weights(const kernels::WeightView& w) {
     return dev<__half>(plan_.wscratch);
 }
 
-void CudaSession::linear(const __half* x, int T, const kernels::WeightView& w, const float* b, cuda::Act act, __half* y) {
+void CudaBackend::linear(const __half* x, int T, const kernels::WeightView& w, const float* b, cuda::Act act, __half* y) {
     if (T == 1) {
         cuda::linear_gemv(x, w, b, act, y, stream_);
         return;
@@ -248,7 +244,7 @@ void CudaSession::linear(const __half* x, int T, const kernels::WeightView& w, c
     cuda::linear_epilogue(tmp, T, w.rows, b, act, y, stream_);
 }
 
-void CudaSession::linear(const __half* x, int T, const kernels::WeightView& w, const float* b, bool accumulate, float* y) {
+void CudaBackend::linear(const __half* x, int T, const kernels::WeightView& w, const float* b, bool accumulate, float* y) {
     if (T == 1) {
         cuda::linear_gemv(x, w, b, cuda::Act::None, accumulate, y, stream_);
         return;
@@ -258,7 +254,7 @@ void CudaSession::linear(const __half* x, int T, const kernels::WeightView& w, c
     cuda::linear_epilogue(tmp, T, w.rows, b, cuda::Act::None, accumulate, y, stream_);
 }
 
-void CudaSession::enqueue_forward(int T, bool all_rows) {
+void CudaBackend::enqueue_forward(int T, bool all_rows) {
     const ModelConfig& c = model_.config();
     const int C = c.n_embd, S = c.block_size;
     float* x = dev<float>(plan_.x);
@@ -311,7 +307,7 @@ void CudaSession::enqueue_forward(int T, bool all_rows) {
     }
 }
 
-void CudaSession::forward(const int* ids, int T, int pos0, int row0, int n_keys0, bool all_rows) {
+const float* CudaBackend::forward(const int* ids, int T, int pos0, int row0, int n_keys0, bool all_rows) {
     const ModelConfig& c = model_.config();
     const int S = c.block_size;
     if (T < 1 || T > S || pos0 < 0 || pos0 + T > S || row0 < 0 || row0 + T > S || n_keys0 < 0 || n_keys0 + T - 1 > S)
@@ -333,28 +329,6 @@ void CudaSession::forward(const int* ids, int T, int pos0, int row0, int n_keys0
     const size_t rows = all_rows ? T : 1;
     EMBER_CUDA_CHECK(cudaMemcpyAsync(h_logits_, dev<float>(plan_.logits), rows * c.vocab_size * sizeof(float), cudaMemcpyDeviceToHost, stream_));
     EMBER_CUDA_CHECK(cudaStreamSynchronize(stream_));
-    last_logits_row_ = all_rows ? T - 1 : 0;
-}
-
-void CudaSession::reset() {
-    ctx_.reset();
-    last_logits_row_ = 0;
-}
-
-const float* CudaSession::logits() const {
-    return h_logits_ + static_cast<size_t>(last_logits_row_) * model_.config().vocab_size;
-}
-
-void CudaSession::append(const int* ids, int n) {
-    check_token_ids(ids, n, model_.config().vocab_size);
-    ctx_.append(ids, n, [this](const int* span, int T, int pos0, int row0, int n_keys0) { forward(span, T, pos0, row0, n_keys0, false); });
-}
-
-const float* CudaSession::forward_window(const int* ids, int T) {
-    const ModelConfig& c = model_.config();
-    check_window(ids, T, c.block_size, c.vocab_size, opts_.all_logits);
-    reset();
-    forward(ids, T, 0, 0, 1, true);
     return h_logits_;
 }
 

@@ -1,6 +1,6 @@
-// A generation session on an NVIDIA GPU (built with EMBER_CUDA). Same contract as the CPU
-// Session (generator.h, and the context policies exact / shift / ring of session.h), computed
-// with the kernels of kernels/cuda: fp16 activations with f32 accumulation, an f32 residual
+// The CUDA backend (backend.h) on an NVIDIA GPU, built with EMBER_CUDA into the module
+// libember-cuda.so (cuda_module.h). Same contract as the CPU backend, computed with the
+// kernels of kernels/cuda: fp16 activations with f32 accumulation, an f32 residual
 // stream, f32 LayerNorm statistics and softmax, f32 logits.
 //
 // Memory: one cudaMalloc at construction holds the weights as stored in the file (int8 stays
@@ -25,14 +25,10 @@
 #include "kernels/cuda/activation.h"
 #include "kernels/cuda/gemm.h"
 #include "runtime/backend.h"
-#include "runtime/generator.h"
 #include "runtime/model.h"
 #include "runtime/session.h"
 
 namespace ember {
-
-int cuda_devices();              // cudaGetDeviceCount, 0 on any error; never throws
-CudaDeviceInfo cuda_device();    // device 0; throws ember::Error
 
 // Byte offsets in the one device allocation (256-byte aligned). Letters as in model.h.
 struct CudaPlan {
@@ -70,23 +66,20 @@ struct CudaWeights {
 // Plans the device allocation. Pure arithmetic on the configuration and the tensor sizes.
 CudaPlan plan_cuda_memory(const Model& model, bool all_logits);
 
-class CudaSession : public Generator {
+class CudaBackend : public Backend {
 public:
     // Uploads the weights, plans and allocates, captures the decode graph. Throws ember::Error
     // (no device, out of memory, head_size over kernels/cuda's limit, any failing call).
-    CudaSession(const Model& model, const SessionOptions& opts);
-    ~CudaSession() override;
-    CudaSession(const CudaSession&) = delete;
-    CudaSession& operator=(const CudaSession&) = delete;
+    CudaBackend(const Model& model, const SessionOptions& opts);
+    ~CudaBackend() override;
+    CudaBackend(const CudaBackend&) = delete;
+    CudaBackend& operator=(const CudaBackend&) = delete;
 
-    void reset() override;
-    void append(const int* ids, int n) override;
-    const float* logits() const override;
-    const float* forward_window(const int* ids, int T) override;
-    int64_t tokens_seen() const override { return ctx_.tokens_seen(); }
-    float* sampler_probs() const override { return const_cast<float*>(sampler_probs_.data()); }
-    int* sampler_ids() const override { return const_cast<int*>(sampler_ids_.data()); }
-
+    // Logits in pinned host memory.
+    const float* forward(const int* ids, int T, int pos0, int row0, int n_keys0, bool all_rows) override;
+    HostScratch host_scratch() override { return {history_.data(), window_.data(), sampler_probs_.data(), sampler_ids_.data()}; }
+    const char* name() const override { return "cuda"; }
+    size_t arena_bytes() const override { return plan_.total; }
     std::string describe() const override;
 
     const CudaPlan& plan() const { return plan_; }
@@ -97,9 +90,6 @@ public:
 
 private:
     void release() noexcept;
-    // Runs ids [T] at positions pos0.., K/V into cache rows row0..; query t sees rows
-    // [0, n_keys0 + t). Logits of the last row, or of all rows, copied to the host.
-    void forward(const int* ids, int T, int pos0, int row0, int n_keys0, bool all_rows);
     void enqueue_forward(int T, bool all_rows);  // kernels only, on stream_ (capturable for T == 1)
     void linear(const __half* x, int T, const kernels::WeightView& w, const float* b, cuda::Act act, __half* y);
     void linear(const __half* x, int T, const kernels::WeightView& w, const float* b, bool accumulate, float* y);
@@ -121,10 +111,11 @@ private:
     CudaWeights w_;
     std::vector<float> sampler_probs_;
     std::vector<int> sampler_ids_;
-    std::vector<int> history_, window_;  // [S] each
+    std::vector<int> history_, window_;  // [S] each: the Session's context bookkeeping
     std::string graph_error_;
-    ContextWindow ctx_{ContextPolicy::Exact, 1, nullptr, nullptr};  // over history_, window_
-    int last_logits_row_ = 0;
 };
+
+int cuda_devices();              // cudaGetDeviceCount, 0 on any error; never throws
+CudaDeviceInfo cuda_device();    // device 0; throws ember::Error
 
 }  // namespace ember

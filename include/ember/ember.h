@@ -1,0 +1,114 @@
+/* ember: run a small GPT model (.ember file) from C or C++.
+ *
+ * The embeddable API of the ember runtime, in the manner of TensorFlow Lite Micro: the caller
+ * can own every large buffer. A model is opened from a path (mapped read-only) or from bytes
+ * already in memory (a model linked into the program, read from flash); it is verified once,
+ * completely (FlatBuffers verifier, checksum, shapes), before anything runs. A session asks how
+ * many arena bytes it needs (KV cache of block_size slots per layer, activations, logits,
+ * sampler scratch) and runs in a buffer the caller passes (a static array on a device), or in
+ * one it allocates itself. Generating a token allocates nothing.
+ *
+ * Errors: every function that can fail returns EMBER_OK (0) or EMBER_ERROR and, when `err` is
+ * not NULL, writes one line saying what and where into err[err_size] (always NUL-terminated,
+ * cut to fit). No C++ exception crosses this API. Functions taking a session or a model are
+ * not thread-safe for the same object; distinct sessions may run on distinct threads.
+ *
+ * Link with `pkg-config --cflags --libs ember` or CMake's `find_package(ember)` and
+ * `target_link_libraries(app PRIVATE ember::ember)`.
+ */
+#ifndef EMBER_EMBER_H
+#define EMBER_EMBER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define EMBER_OK 0
+#define EMBER_ERROR 1
+
+/* The caller's arena must be aligned to this many bytes (alignas(EMBER_ARENA_ALIGNMENT)), and
+ * so must the bytes given to ember_model_open_memory. */
+#define EMBER_ARENA_ALIGNMENT 64
+
+typedef struct ember_model ember_model;
+typedef struct ember_session ember_session;
+
+/* The library's version, e.g. "0.1.0". */
+const char* ember_version(void);
+
+/* Opens and verifies the .ember file at `path` (mapped read-only). */
+int ember_model_open(const char* path, ember_model** out, char* err, size_t err_size);
+/* Verifies and uses `size` bytes at `data` in place: they must stay valid and unchanged until
+ * ember_model_close, and be aligned to EMBER_ARENA_ALIGNMENT. `name` (may be NULL) names the
+ * model in error messages. */
+int ember_model_open_memory(const void* data, size_t size, const char* name, ember_model** out, char* err, size_t err_size);
+/* Closes a model (NULL is ignored). Its sessions must be destroyed first. */
+void ember_model_close(ember_model* model);
+
+/* What the file's configuration says (DESIGN.md names). */
+typedef struct ember_model_info {
+    int n_layer, n_head, n_embd, block_size;
+    int vocab_size;      /* rows of wte (padding included) */
+    int tokenizer_size;  /* ids the tokenizer knows, <= vocab_size */
+    int bpe;             /* 1: byte-level BPE (GPT-2), 0: one Unicode code point per id */
+} ember_model_info;
+int ember_model_get_info(const ember_model* model, ember_model_info* out, char* err, size_t err_size);
+
+/* Context policies once a sequence outgrows block_size (README "Context policies"). */
+#define EMBER_CONTEXT_EXACT 0 /* recompute the last block_size tokens each step: gpt.py's generate */
+#define EMBER_CONTEXT_SHIFT 1 /* keep the newest half, recompute it, go on appending */
+#define EMBER_CONTEXT_RING 2  /* overwrite the oldest KV slot, keep stale K/V (approximate, O(1)) */
+
+typedef struct ember_session_options {
+    int threads; /* CPU threads; 0 = all cores, at most 256 */
+    int context; /* EMBER_CONTEXT_* */
+} ember_session_options;
+void ember_session_options_default(ember_session_options* opts); /* threads 0, exact */
+
+/* Bytes of arena a session of `model` with `opts` needs (the CPU backend), alignment included:
+ * pass a buffer of at least this size, aligned to EMBER_ARENA_ALIGNMENT, to ember_session_create. */
+int ember_session_arena_bytes(const ember_model* model, const ember_session_options* opts, size_t* out, char* err, size_t err_size);
+
+/* Creates a session on the CPU backend. arena NULL: the session allocates its arena itself
+ * (arena_size ignored). Otherwise arena[arena_size] is used and nothing is written outside it;
+ * a buffer too small or misaligned is refused before anything is written. The session keeps
+ * using the arena until ember_session_destroy. opts NULL: the defaults. */
+int ember_session_create(const ember_model* model, const ember_session_options* opts, void* arena, size_t arena_size,
+                         ember_session** out, char* err, size_t err_size);
+void ember_session_destroy(ember_session* session); /* NULL is ignored */
+
+/* Sampling (torch.multinomial over softmax(logits / temperature), filtered): */
+typedef struct ember_sampling {
+    float temperature; /* 0 = greedy (first maximal logit) */
+    int top_k;         /* keep logits >= the k-th largest; 0 = off */
+    float top_p;       /* keep the smallest most-probable set of mass >= top_p; 1 = off */
+    uint64_t seed;     /* the same seed gives the same text */
+} ember_sampling;
+void ember_sampling_default(ember_sampling* s); /* temperature 1, top_k 0, top_p 1, seed 1337 */
+
+/* Starts a new sequence from `prompt` (UTF-8; NULL or "" starts from the tokenizer's start id,
+ * as `ember generate` without -p). Fails on text the tokenizer cannot encode (a character
+ * outside a char model's vocabulary is named). */
+int ember_prefill(ember_session* session, const char* prompt, char* err, size_t err_size);
+
+/* Called with the text of each generated token, in whole UTF-8 characters: a BPE token that
+ * ends inside a character is held back and passed with the token that completes it (so there
+ * may be fewer calls than tokens; at the end an incomplete tail is passed as U+FFFD).
+ * Return 0 to go on, nonzero to stop. */
+typedef int (*ember_token_callback)(const char* text, size_t len, void* user);
+
+/* Samples up to n_tokens tokens after the sequence ember_prefill started, each from the
+ * logits after the one before, and calls on_token with their text. *made (may be NULL)
+ * receives the number sampled. One ember_generate per ember_prefill: the next text starts
+ * with ember_prefill again. */
+int ember_generate(ember_session* session, int n_tokens, const ember_sampling* sampling, ember_token_callback on_token, void* user,
+                   int* made, char* err, size_t err_size);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* EMBER_EMBER_H */

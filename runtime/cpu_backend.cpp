@@ -1,0 +1,186 @@
+#include "runtime/cpu_backend.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "kernels/cpu/activation.h"
+#include "kernels/cpu/attention.h"
+#include "kernels/cpu/layernorm.h"
+#include "kernels/cpu/lora.h"
+#include "runtime/arena.h"
+#include "runtime/error.h"
+#include "runtime/utf8.h"
+
+namespace ember {
+
+namespace {
+
+int max_groups(const kernels::WeightView& w, int cur) {
+    return w.type == kernels::WType::I8 ? std::max(cur, w.groups_per_row()) : cur;
+}
+
+}  // namespace
+
+int resolve_threads(int requested) {
+    if (requested < 0 || requested > kMaxThreads) fail("threads ", requested, " is outside [0, ", kMaxThreads, "] (0 = all cores)");
+    return requested > 0 ? requested : kernels::ThreadPool::default_threads();
+}
+
+MemoryPlan plan_memory(const Model& model, int threads, bool all_logits, int lora_rank) {
+    const ModelConfig& c = model.config();
+    const size_t S = c.block_size, C = c.n_embd, F = c.ffn_hidden, V = c.vocab_size, L = c.n_layer;
+    MemoryPlan p;
+    p.threads = threads;
+    p.logit_rows = all_logits ? c.block_size : 1;
+    int groups = 1;
+    const ModelWeights& w = model.weights();
+    for (const auto& l : w.layers) {
+        for (const auto* v : {&l.qkv, &l.proj, &l.fc, &l.fc2}) groups = max_groups(*v, groups);
+    }
+    groups = max_groups(w.lm_head, groups);
+    ArenaPlanner a(kDataAlignment);
+    auto take = [&](size_t bytes) { return a.take(bytes); };
+    const size_t f4 = sizeof(float);
+    p.x = take(S * C * f4);
+    p.xn = take(S * C * f4);
+    p.qkv = take(S * 3 * C * f4);
+    p.att = take(S * C * f4);
+    p.tmp = take(S * C * f4);
+    p.hidden = take(S * F * f4);
+    p.logits = take(static_cast<size_t>(p.logit_rows) * V * f4);
+    p.k_cache = take(L * S * C * f4);
+    p.v_cache = take(L * S * C * f4);
+    p.scores = take(static_cast<size_t>(threads) * S * f4);
+    p.xq = take(S * std::max(C, F));
+    p.xs = take(S * static_cast<size_t>(groups) * f4);
+    p.history = take(S * sizeof(int));
+    p.window = take(S * sizeof(int));
+    p.sampler_probs = take(V * f4);
+    p.sampler_ids = take(V * sizeof(int));
+    p.lora_u = take(S * static_cast<size_t>(lora_rank) * f4);
+    p.total = a.total();
+    return p;
+}
+
+void check_plan_fits(const MemoryPlan& plan, const Model& model, uint64_t limit) {
+    const ModelConfig& c = model.config();
+    const uint64_t kv = 2 * static_cast<uint64_t>(plan.v_cache - plan.k_cache);
+    const std::string kv_text = kv < (uint64_t{10} << 20) ? std::to_string(kv) + " bytes" : std::to_string((kv + (1u << 20) - 1) >> 20) + " MiB";
+    check_memory(plan.total, limit, printable(model.path(), 200) + ": a session",
+                 " (KV cache " + kv_text + " for n_layer " + std::to_string(c.n_layer) + " x block_size " + std::to_string(c.block_size) +
+                     " x n_embd " + std::to_string(c.n_embd) + ")");
+}
+
+CpuBackend::CpuBackend(const Model& model, const SessionOptions& opts)
+    : model_(model),
+      opts_(opts),
+      pool_(resolve_threads(opts.threads)) {
+    if (opts.adapter && opts.adapter->base_checksum() != model.checksum()) fail("the adapter was made for another model than ", model.path());
+    plan_ = plan_memory(model, pool_.size(), opts.all_logits, opts.adapter ? opts.adapter->rank() : 0);
+    if (opts.arena) {  // the caller's: checked before anything is written to it
+        if (reinterpret_cast<uintptr_t>(opts.arena) % kDataAlignment != 0)
+            fail("the arena at ", opts.arena, " is not aligned to ", kDataAlignment, " bytes");
+        if (opts.arena_bytes < plan_.total)
+            fail("the arena of ", opts.arena_bytes, " bytes is too small: a session of ", printable(model.path(), 200), " with ", pool_.size(),
+                 " threads needs ", plan_.total);
+        arena_ = static_cast<uint8_t*>(opts.arena);
+    } else {
+        check_plan_fits(plan_, model, opts.memory_limit);
+        arena_ = static_cast<uint8_t*>(std::aligned_alloc(kDataAlignment, plan_.total));
+        if (!arena_) fail("cannot allocate the ", plan_.total, "-byte arena for ", model.path());
+        owns_arena_ = true;
+    }
+    std::memset(arena_, 0, plan_.total);
+}
+
+CpuBackend::~CpuBackend() {
+    if (owns_arena_) std::free(arena_);
+}
+
+HostScratch CpuBackend::host_scratch() {
+    return {buf<int>(plan_.history), buf<int>(plan_.window), buf<float>(plan_.sampler_probs), buf<int>(plan_.sampler_ids)};
+}
+
+const float* CpuBackend::forward(const int* ids, int T, int pos0, int row0, int n_keys0, bool all_rows) {
+    const ModelConfig& c = model_.config();
+    if (T < 1 || pos0 < 0 || pos0 + T > c.block_size || row0 < 0 || row0 + T > c.block_size || n_keys0 < 0 || n_keys0 + T - 1 > c.block_size)
+        fail("forward: T ", T, ", pos0 ", pos0, ", row0 ", row0, ", n_keys0 ", n_keys0, " outside block_size ", c.block_size);
+    if (all_rows && T > plan_.logit_rows) fail("forward: ", T, " logit rows, planned ", plan_.logit_rows);
+    const ModelWeights& w = model_.weights();
+    const int C = c.n_embd, F = c.ffn_hidden, S = c.block_size;
+    float* x = buf<float>(plan_.x);
+    float* xn = buf<float>(plan_.xn);
+    float* qkv = buf<float>(plan_.qkv);
+    float* att = buf<float>(plan_.att);
+    float* tmp = buf<float>(plan_.tmp);
+    float* hidden = buf<float>(plan_.hidden);
+    const kernels::LinearScratch scratch{buf<int8_t>(plan_.xq), buf<float>(plan_.xs)};
+
+    // x = wte[ids] + wpe[positions]
+    for (int t = 0; t < T; ++t) {
+        float* xt = x + static_cast<size_t>(t) * C;
+        kernels::dequantize_row(w.wte, ids[t], xt);
+        kernels::dequantize_row(w.wpe, pos0 + t, tmp);
+        for (int i = 0; i < C; ++i) xt[i] += tmp[i];
+    }
+    auto add = [&](float* dst, const float* src, size_t n) {
+        for (size_t i = 0; i < n; ++i) dst[i] += src[i];
+    };
+    const size_t TC = static_cast<size_t>(T) * C;
+    for (int l = 0; l < c.n_layer; ++l) {
+        const LayerWeights& L = w.layers[l];
+        float* kc = buf<float>(plan_.k_cache) + static_cast<size_t>(l) * S * C;
+        float* vc = buf<float>(plan_.v_cache) + static_cast<size_t>(l) * S * C;
+        kernels::layernorm(x, T, C, L.ln_1_w, L.ln_1_b, c.ln_eps, xn);
+        kernels::linear(xn, T, L.qkv, L.qkv_b, qkv, scratch, pool_);
+        add_lora(l, LoraTarget::Qkv, xn, T, qkv);
+        for (int t = 0; t < T; ++t) {
+            const float* row = qkv + static_cast<size_t>(t) * 3 * C;
+            std::memcpy(kc + static_cast<size_t>(row0 + t) * C, row + C, C * sizeof(float));
+            std::memcpy(vc + static_cast<size_t>(row0 + t) * C, row + 2 * C, C * sizeof(float));
+        }
+        kernels::AttentionShape as;
+        as.T = T;
+        as.n_head = c.n_head;
+        as.head_size = c.head_size();
+        as.n_keys0 = n_keys0;
+        as.ldq = 3 * C;
+        as.scale = c.attn_scale;
+        kernels::attention(qkv, kc, vc, as, att, buf<float>(plan_.scores), S, pool_);
+        kernels::linear(att, T, L.proj, L.proj_b, tmp, scratch, pool_);
+        add_lora(l, LoraTarget::Proj, att, T, tmp);
+        add(x, tmp, TC);
+        kernels::layernorm(x, T, C, L.ln_2_w, L.ln_2_b, c.ln_eps, xn);
+        kernels::linear(xn, T, L.fc, L.fc_b, hidden, scratch, pool_);
+        add_lora(l, LoraTarget::Fc, xn, T, hidden);
+        kernels::activation(c.activation, hidden, static_cast<size_t>(T) * F);
+        kernels::linear(hidden, T, L.fc2, L.fc2_b, tmp, scratch, pool_);
+        add_lora(l, LoraTarget::Fc2, hidden, T, tmp);
+        add(x, tmp, TC);
+    }
+    float* logits = buf<float>(plan_.logits);
+    if (all_rows) {
+        kernels::layernorm(x, T, C, w.ln_f_w, w.ln_f_b, c.ln_eps, xn);
+        kernels::linear(xn, T, w.lm_head, w.lm_head_b, logits, scratch, pool_);
+    } else {
+        kernels::layernorm(x + static_cast<size_t>(T - 1) * C, 1, C, w.ln_f_w, w.ln_f_b, c.ln_eps, xn);
+        kernels::linear(xn, 1, w.lm_head, w.lm_head_b, logits, scratch, pool_);
+    }
+    return logits;
+}
+
+void CpuBackend::add_lora(int layer, LoraTarget t, const float* x, int T, float* y) {
+    const LoraAdapter* a = opts_.adapter;
+    if (!a) return;
+    kernels::LoraShape s;
+    s.T = T;
+    s.K = a->in_features(t);
+    s.N = a->out_features(t);
+    s.r = a->rank();
+    s.scale = a->scale();
+    kernels::lora_forward(x, a->A(layer, t), a->B(layer, t), s, buf<float>(plan_.lora_u), y, pool_);
+}
+
+}  // namespace ember

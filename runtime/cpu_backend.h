@@ -1,0 +1,86 @@
+// The CPU backend (backend.h): fp32 arithmetic on f32 / f16 / int8 weights with the kernels of
+// kernels/cpu, a thread pool, and one arena planned at construction (plan_memory) that holds
+// the KV cache, the activations, the logits and the Session's host scratch. After construction
+// nothing is allocated: forward() runs in the arena.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "kernels/cpu/linear.h"
+#include "kernels/cpu/thread_pool.h"
+#include "runtime/backend.h"
+#include "runtime/adapter.h"
+#include "runtime/context.h"
+#include "runtime/session.h"
+#include "runtime/memory.h"
+#include "runtime/model.h"
+
+namespace ember {
+
+
+
+// Byte offsets of every buffer in the one arena (64-byte aligned), and its total size.
+struct MemoryPlan {
+    size_t x = 0, xn = 0, qkv = 0, att = 0, tmp = 0, hidden = 0;  // activations, rows of S
+    size_t logits = 0;         // [logit_rows, V]
+    size_t k_cache = 0, v_cache = 0;  // [L, S, C] each
+    size_t scores = 0;         // [threads, S]
+    size_t xq = 0, xs = 0;     // int8 activations [S, max(C, F)] and their scales
+    size_t history = 0;        // [S] token ids: token k at k mod S
+    size_t window = 0;         // [S] token ids of a recomputed window, oldest first
+    size_t sampler_probs = 0;  // [V]
+    size_t sampler_ids = 0;    // [V]
+    size_t lora_u = 0;         // [S, r] LoRA's A x (0 bytes without an adapter)
+    size_t total = 0;
+    int logit_rows = 1;
+    int threads = 1;
+};
+
+// CPU threads for a request: 0 = all cores (ThreadPool::default_threads), else 1..256.
+// Throws ember::Error naming the value outside [0, 256].
+constexpr int kMaxThreads = 256;
+int resolve_threads(int requested);
+
+// Plans the arena for `model` with `threads` threads (and LoRA rank, 0 = no adapter).
+// Pure arithmetic on the configuration (ArenaPlanner, 64-byte aligned regions).
+MemoryPlan plan_memory(const Model& model, int threads, bool all_logits, int lora_rank = 0);
+
+// check_memory for a session's arena: a small file may claim a block_size whose KV cache and
+// activations no device holds.
+void check_plan_fits(const MemoryPlan& plan, const Model& model, uint64_t limit);
+
+class CpuBackend : public Backend {
+public:
+    // Plans the arena (or takes opts.arena), starts the thread pool. Throws ember::Error: an
+    // adapter made for another model, an arena over the memory limit, a caller's arena that is
+    // too small or misaligned (nothing is written to it then).
+    CpuBackend(const Model& model, const SessionOptions& opts);
+    ~CpuBackend() override;
+    CpuBackend(const CpuBackend&) = delete;
+    CpuBackend& operator=(const CpuBackend&) = delete;
+
+    const float* forward(const int* ids, int T, int pos0, int row0, int n_keys0, bool all_rows) override;
+    HostScratch host_scratch() override;
+    const char* name() const override { return "cpu"; }
+    int threads() const override { return pool_.size(); }
+    size_t arena_bytes() const override { return plan_.total; }
+    const MemoryPlan& plan() const { return plan_; }
+
+private:
+    // y [T, out] += adapter's scale * B (A x) for target t of layer l (no-op without adapter).
+    void add_lora(int layer, LoraTarget t, const float* x, int T, float* y);
+    template <typename T>
+    T* buf(size_t off) const { return reinterpret_cast<T*>(arena_ + off); }
+
+    const Model& model_;
+    SessionOptions opts_;
+    MemoryPlan plan_;
+    kernels::ThreadPool pool_;
+    uint8_t* arena_ = nullptr;
+    bool owns_arena_ = false;
+};
+
+}  // namespace ember
