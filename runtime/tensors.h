@@ -1,6 +1,7 @@
 // The canonical tensors of a model, written once: the loader's expected names, shapes and
-// views (runtime/model.cpp), the converter's mapping targets (converter/arch.cpp), the merge
-// (converter/merge.cpp) and the CUDA upload read this table instead of spelling the list out.
+// views (runtime/model.cpp), the converter's mapping targets (converter/arch.cpp) and the
+// merge (converter/merge.cpp) read this table instead of spelling the list out; an upload to
+// a device walks the views with for_each_weight.
 //
 // File order, which is also the order of every walk below (letters as in runtime/model.h):
 //   wte [V, C], wpe [S, C],
