@@ -3,9 +3,11 @@
 #include <nlohmann/json.hpp>
 
 #include <cmath>
+#include <cstring>
 #include <set>
 
 #include "runtime/error.h"
+#include "runtime/tensors.h"
 #include "runtime/utf8.h"
 
 namespace ember::convert {
@@ -63,11 +65,62 @@ struct Taker {
     void put(const std::string& name, SourceTensor&& s, const std::string& source) {
         out.tensors.push_back({name, s.shape, std::move(s.values), source, s.dtype});
     }
-    void move(const std::string& key, const std::string& name, const std::vector<int64_t>& shape, bool required = true) {
-        if (!required && !has(key)) return;
-        put(name, take(key, shape), key);
+    // The canonical tensor e from `key`, shaped as e; an absent optional one is left out.
+    void move(const std::string& key, const CanonicalEntry& e) {
+        if (!e.required && !has(key)) return;
+        put(e.name, take(key, e.shape), key);
     }
 };
+
+// A checkpoint's key for a canonical tensor: `canonical` is the suffix of runtime/tensors.h
+// (the key of a per-layer tensor follows the layer's prefix, e.g. "blocks.N.").
+struct SourceKey {
+    const char* canonical;
+    const char* key;
+};
+
+// gpt.py; per layer under "blocks.N.". qkv.weight is stacked from the heads; no qkv.bias.
+constexpr SourceKey kGptPyKeys[] = {
+    {"wte", "token_embedding_table.weight"}, {"wpe", "position_embedding_table.weight"},
+    {"ln_1.weight", "ln1.weight"}, {"ln_1.bias", "ln1.bias"},
+    {"proj.weight", "sa.proj.weight"}, {"proj.bias", "sa.proj.bias"},
+    {"ln_2.weight", "ln2.weight"}, {"ln_2.bias", "ln2.bias"},
+    {"fc.weight", "ffwd.net.0.weight"}, {"fc.bias", "ffwd.net.0.bias"},
+    {"fc2.weight", "ffwd.net.2.weight"}, {"fc2.bias", "ffwd.net.2.bias"},
+    {"ln_f.weight", "ln_f.weight"}, {"ln_f.bias", "ln_f.bias"},
+    {"lm_head.weight", "lm_head.weight"}, {"lm_head.bias", "lm_head.bias"},
+};
+
+// nanoGPT and Hugging Face GPT-2 layers, under "[transformer.]h.N.".
+constexpr SourceKey kGpt2LayerKeys[] = {
+    {"ln_1.weight", "ln_1.weight"}, {"ln_1.bias", "ln_1.bias"},
+    {"qkv.weight", "attn.c_attn.weight"}, {"qkv.bias", "attn.c_attn.bias"},
+    {"proj.weight", "attn.c_proj.weight"}, {"proj.bias", "attn.c_proj.bias"},
+    {"ln_2.weight", "ln_2.weight"}, {"ln_2.bias", "ln_2.bias"},
+    {"fc.weight", "mlp.c_fc.weight"}, {"fc.bias", "mlp.c_fc.bias"},
+    {"fc2.weight", "mlp.c_proj.weight"}, {"fc2.bias", "mlp.c_proj.bias"},
+};
+
+// The global tensors besides wte and lm_head.weight (those two are taken first, to tell tied
+// from untied): nanoGPT's full keys; Hugging Face's after its prefix, and it has no lm_head.bias.
+constexpr SourceKey kNanoGptKeys[] = {
+    {"wpe", "transformer.wpe.weight"}, {"ln_f.weight", "transformer.ln_f.weight"},
+    {"ln_f.bias", "transformer.ln_f.bias"}, {"lm_head.bias", "lm_head.bias"},
+};
+constexpr SourceKey kHfGpt2Keys[] = {
+    {"wpe", "wpe.weight"}, {"ln_f.weight", "ln_f.weight"}, {"ln_f.bias", "ln_f.bias"},
+};
+
+// prefix + the key of e's suffix in `keys`; "" when the architecture has no such tensor.
+template <size_t N>
+std::string key_of(const SourceKey (&keys)[N], const CanonicalEntry& e, const std::string& prefix) {
+    for (const SourceKey& k : keys) {
+        if (std::strcmp(k.canonical, e.spec->suffix) == 0) return prefix + k.key;
+    }
+    return "";
+}
+
+bool is(const CanonicalEntry& e, const char* suffix) { return std::strcmp(e.spec->suffix, suffix) == 0; }
 
 // The number of distinct N among keys PREFIX + N + REST (N decimal digits; REST starts with
 // `rest`, or equals it when `exact`), when they run 0..count-1; -i-1 when index i is missing,
@@ -126,6 +179,18 @@ void finish(TensorMap& t, CanonicalModel& out, const std::string& what) {
         }
     }
     if (!t.empty()) fail(what, ": unexpected tensor '", printable(t.begin()->first), "' for a ", arch_name(out.config.arch), " checkpoint");
+    // The mapping produced exactly the canonical set, in file order (runtime/tensors.h).
+    size_t i = 0;
+    for (const CanonicalEntry& e : canonical_tensors(out.config)) {
+        const bool here = i < out.tensors.size() && out.tensors[i].name == e.name;
+        if (!here && e.required) fail(what, ": the ", arch_name(out.config.arch), " mapping produced no tensor '", e.name, "'");
+        if (!here) continue;
+        if (out.tensors[i].shape != e.shape) {
+            fail(what, ": tensor '", e.name, "' maps to shape ", shape_str(out.tensors[i].shape), ", expected ", shape_str(e.shape));
+        }
+        ++i;
+    }
+    if (i != out.tensors.size()) fail(what, ": the ", arch_name(out.config.arch), " mapping produced tensor '", out.tensors[i].name, "' out of the canonical order");
 }
 
 CanonicalModel map_gptpy(TensorMap& t, const std::string& what, CanonicalModel out) {
@@ -147,41 +212,28 @@ CanonicalModel map_gptpy(TensorMap& t, const std::string& what, CanonicalModel o
     c.ffn_hidden = static_cast<int>(shape_of(t, "blocks.0.ffwd.net.0.weight", what, 2)[0]);
     c.attn_scale = 1.0f / std::sqrt(static_cast<float>(hs));
     c.tied_lm_head = false;
-    const int64_t C = c.n_embd, V = c.vocab_size, S = c.block_size, F = c.ffn_hidden;
+    const int64_t C = c.n_embd;
 
     Taker tk{t, what, out};
-    tk.move("token_embedding_table.weight", "wte", {V, C});
-    tk.move("position_embedding_table.weight", "wpe", {S, C});
-    for (int l = 0; l < c.n_layer; ++l) {
-        const std::string b = "blocks." + std::to_string(l) + ".";
-        auto name = [&](const char* s) { return layer_tensor_name(l, s); };
-        tk.move(b + "ln1.weight", name("ln_1.weight"), {C});
-        tk.move(b + "ln1.bias", name("ln_1.bias"), {C}, false);
-        // qkv [3C, C]: all heads' query rows, then key rows, then value rows.
-        SourceTensor qkv;
-        qkv.shape = {3 * C, C};
-        qkv.values.reserve(static_cast<size_t>(3 * C * C));
-        for (const char* part : {"query", "key", "value"}) {
-            for (int h = 0; h < c.n_head; ++h) {
-                SourceTensor s = tk.take(b + "sa.heads." + std::to_string(h) + "." + part + ".weight", {hs, C});
-                if (s.dtype != SourceDType::F32) qkv.dtype = s.dtype;
-                qkv.values.insert(qkv.values.end(), s.values.begin(), s.values.end());
+    for (const CanonicalEntry& e : canonical_tensors(c)) {
+        const std::string b = e.layer < 0 ? "" : "blocks." + std::to_string(e.layer) + ".";
+        if (is(e, "qkv.weight")) {
+            // qkv [3C, C]: all heads' query rows, then key rows, then value rows.
+            SourceTensor qkv;
+            qkv.shape = e.shape;
+            qkv.values.reserve(static_cast<size_t>(3 * C * C));
+            for (const char* part : {"query", "key", "value"}) {
+                for (int h = 0; h < c.n_head; ++h) {
+                    SourceTensor s = tk.take(b + "sa.heads." + std::to_string(h) + "." + part + ".weight", {hs, C});
+                    if (s.dtype != SourceDType::F32) qkv.dtype = s.dtype;
+                    qkv.values.insert(qkv.values.end(), s.values.begin(), s.values.end());
+                }
             }
+            tk.put(e.name, std::move(qkv), b + "sa.heads.*.{query,key,value}.weight");
+        } else if (const std::string key = key_of(kGptPyKeys, e, b); !key.empty()) {
+            tk.move(key, e);
         }
-        tk.put(name("qkv.weight"), std::move(qkv), b + "sa.heads.*.{query,key,value}.weight");
-        tk.move(b + "sa.proj.weight", name("proj.weight"), {C, C});
-        tk.move(b + "sa.proj.bias", name("proj.bias"), {C}, false);
-        tk.move(b + "ln2.weight", name("ln_2.weight"), {C});
-        tk.move(b + "ln2.bias", name("ln_2.bias"), {C}, false);
-        tk.move(b + "ffwd.net.0.weight", name("fc.weight"), {F, C});
-        tk.move(b + "ffwd.net.0.bias", name("fc.bias"), {F}, false);
-        tk.move(b + "ffwd.net.2.weight", name("fc2.weight"), {C, F});
-        tk.move(b + "ffwd.net.2.bias", name("fc2.bias"), {C}, false);
     }
-    tk.move("ln_f.weight", "ln_f.weight", {C});
-    tk.move("ln_f.bias", "ln_f.bias", {C}, false);
-    tk.move("lm_head.weight", "lm_head.weight", {V, C});
-    tk.move("lm_head.bias", "lm_head.bias", {V}, false);
     finish(t, out, what);
     return out;
 }
@@ -216,7 +268,7 @@ CanonicalModel map_nanogpt(TensorMap& t, const std::string& model_args, const st
     check_config(c, what);
     c.ffn_hidden = static_cast<int>(shape_of(t, p + "h.0.mlp.c_fc.weight", what, 2)[0]);
     c.attn_scale = 1.0f / std::sqrt(static_cast<float>(c.n_embd / c.n_head));
-    const int64_t C = c.n_embd, V = c.vocab_size, S = c.block_size, F = c.ffn_hidden;
+    const int64_t C = c.n_embd, V = c.vocab_size;
 
     Taker tk{t, what, out};
     SourceTensor wte_t = tk.take(p + "wte.weight", {V, C});
@@ -227,28 +279,17 @@ CanonicalModel map_nanogpt(TensorMap& t, const std::string& model_args, const st
         lm = tk.take("lm_head.weight", {V, C});
         c.tied_lm_head = lm.values == wte_t.values;
     }
-    tk.put("wte", std::move(wte_t), p + "wte.weight");
-    tk.move(p + "wpe.weight", "wpe", {S, C});
-    for (int l = 0; l < c.n_layer; ++l) {
-        const std::string b = p + "h." + std::to_string(l) + ".";
-        auto name = [&](const char* s) { return layer_tensor_name(l, s); };
-        tk.move(b + "ln_1.weight", name("ln_1.weight"), {C});
-        tk.move(b + "ln_1.bias", name("ln_1.bias"), {C}, false);
-        tk.move(b + "attn.c_attn.weight", name("qkv.weight"), {3 * C, C});
-        tk.move(b + "attn.c_attn.bias", name("qkv.bias"), {3 * C}, false);
-        tk.move(b + "attn.c_proj.weight", name("proj.weight"), {C, C});
-        tk.move(b + "attn.c_proj.bias", name("proj.bias"), {C}, false);
-        tk.move(b + "ln_2.weight", name("ln_2.weight"), {C});
-        tk.move(b + "ln_2.bias", name("ln_2.bias"), {C}, false);
-        tk.move(b + "mlp.c_fc.weight", name("fc.weight"), {F, C});
-        tk.move(b + "mlp.c_fc.bias", name("fc.bias"), {F}, false);
-        tk.move(b + "mlp.c_proj.weight", name("fc2.weight"), {C, F});
-        tk.move(b + "mlp.c_proj.bias", name("fc2.bias"), {C}, false);
+    for (const CanonicalEntry& e : canonical_tensors(c)) {
+        const std::string b = e.layer < 0 ? "" : p + "h." + std::to_string(e.layer) + ".";
+        if (is(e, "wte")) {
+            tk.put(e.name, std::move(wte_t), p + "wte.weight");
+        } else if (is(e, "lm_head.weight")) {
+            tk.put(e.name, std::move(lm), "lm_head.weight");  // untied only
+            continue;
+        }
+        const std::string key = e.layer >= 0 ? key_of(kGpt2LayerKeys, e, b) : key_of(kNanoGptKeys, e, "");
+        if (!key.empty()) tk.move(key, e);
     }
-    tk.move(p + "ln_f.weight", "ln_f.weight", {C});
-    tk.move(p + "ln_f.bias", "ln_f.bias", {C}, false);
-    if (!c.tied_lm_head) tk.put("lm_head.weight", std::move(lm), "lm_head.weight");
-    tk.move("lm_head.bias", "lm_head.bias", {V}, false);
     finish(t, out, what);
     return out;
 }
@@ -342,7 +383,7 @@ CanonicalModel map_hf_gpt2(TensorMap& t, const std::string& config_json, const s
     c.ffn_hidden = static_cast<int>(shape_of(t, p + "h.0.mlp.c_fc.weight", what, 2)[1]);  // Conv1D [C, F]
     if (cfg_inner && cfg_inner != c.ffn_hidden) fail(what, ": config.json n_inner = ", cfg_inner, " but the weights give ", c.ffn_hidden);
     c.attn_scale = scale ? 1.0f / std::sqrt(static_cast<float>(c.n_embd / c.n_head)) : 1.0f;
-    const int64_t C = c.n_embd, V = c.vocab_size, S = c.block_size, F = c.ffn_hidden;
+    const int64_t C = c.n_embd, V = c.vocab_size;
 
     Taker tk{t, what, out};
     // Tied when only one of them is present (safetensors stores a shared tensor once) or when
@@ -352,31 +393,23 @@ CanonicalModel map_hf_gpt2(TensorMap& t, const std::string& config_json, const s
     if (has_lm) lm = tk.take("lm_head.weight", {V, C});
     c.tied_lm_head = !(has_wte && has_lm) || lm.values == wte_t.values;
     if (!has_wte) wte_t = std::move(lm);
-    tk.put("wte", std::move(wte_t), has_wte ? p + "wte.weight" : "lm_head.weight (tied)");
-    tk.move(p + "wpe.weight", "wpe", {S, C});
-    // Conv1D: stored [in, out], transposed to [out, in] because this is GPT-2.
-    auto conv1d = [&](const std::string& key, const std::string& name, int64_t in, int64_t outs) {
-        tk.put(name, transposed(tk.take(key, {in, outs})), key + " (Conv1D, transposed)");
-    };
-    for (int l = 0; l < c.n_layer; ++l) {
-        const std::string b = p + "h." + std::to_string(l) + ".";
-        auto name = [&](const char* s) { return layer_tensor_name(l, s); };
-        tk.move(b + "ln_1.weight", name("ln_1.weight"), {C});
-        tk.move(b + "ln_1.bias", name("ln_1.bias"), {C}, false);
-        conv1d(b + "attn.c_attn.weight", name("qkv.weight"), C, 3 * C);
-        tk.move(b + "attn.c_attn.bias", name("qkv.bias"), {3 * C}, false);
-        conv1d(b + "attn.c_proj.weight", name("proj.weight"), C, C);
-        tk.move(b + "attn.c_proj.bias", name("proj.bias"), {C}, false);
-        tk.move(b + "ln_2.weight", name("ln_2.weight"), {C});
-        tk.move(b + "ln_2.bias", name("ln_2.bias"), {C}, false);
-        conv1d(b + "mlp.c_fc.weight", name("fc.weight"), C, F);
-        tk.move(b + "mlp.c_fc.bias", name("fc.bias"), {F}, false);
-        conv1d(b + "mlp.c_proj.weight", name("fc2.weight"), F, C);
-        tk.move(b + "mlp.c_proj.bias", name("fc2.bias"), {C}, false);
+    for (const CanonicalEntry& e : canonical_tensors(c)) {
+        const std::string b = e.layer < 0 ? "" : p + "h." + std::to_string(e.layer) + ".";
+        if (is(e, "wte")) {
+            tk.put(e.name, std::move(wte_t), has_wte ? p + "wte.weight" : "lm_head.weight (tied)");
+        } else if (is(e, "lm_head.weight")) {
+            tk.put(e.name, std::move(lm), "lm_head.weight");  // untied only
+            continue;
+        }
+        const std::string key = e.layer >= 0 ? key_of(kGpt2LayerKeys, e, b) : key_of(kHfGpt2Keys, e, p);
+        if (key.empty()) continue;  // GPT-2 has no lm_head.bias
+        if (e.layer >= 0 && !e.vector()) {
+            // Conv1D: stored [in, out], transposed to [out, in] because this is GPT-2.
+            tk.put(e.name, transposed(tk.take(key, {e.shape[1], e.shape[0]})), key + " (Conv1D, transposed)");
+        } else {
+            tk.move(key, e);
+        }
     }
-    tk.move(p + "ln_f.weight", "ln_f.weight", {C});
-    tk.move(p + "ln_f.bias", "ln_f.bias", {C}, false);
-    if (!c.tied_lm_head) tk.put("lm_head.weight", std::move(lm), "lm_head.weight");
     finish(t, out, what);
     return out;
 }

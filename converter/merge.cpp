@@ -7,6 +7,7 @@
 #include "kernels/cpu/weights.h"
 #include "runtime/error.h"
 #include "runtime/sha256.h"
+#include "runtime/tensors.h"
 #include "runtime/utf8.h"
 
 namespace ember::convert {
@@ -31,31 +32,13 @@ WriteReport merge_adapter(const Model& model, const LoraAdapter& adapter, const 
     const ModelConfig& c = model.config();
     const ModelWeights& w = model.weights();
     if (adapter.base_checksum() != model.checksum()) fail("the adapter was made for another model than ", model.path());
-    // every tensor of the file by its canonical name
+    // every tensor of the file by its canonical name (runtime/tensors.h)
     std::map<std::string, kernels::WeightView> mats;
     std::map<std::string, const float*> vecs;
-    mats["wte"] = w.wte;
-    mats["wpe"] = w.wpe;
-    if (!c.tied_lm_head) mats["lm_head.weight"] = w.lm_head;
-    vecs["lm_head.bias"] = w.lm_head_b;
-    vecs["ln_f.weight"] = w.ln_f_w;
-    vecs["ln_f.bias"] = w.ln_f_b;
-    for (int l = 0; l < c.n_layer; ++l) {
-        const LayerWeights& L = w.layers[l];
-        auto n = [&](const char* s) { return layer_tensor_name(l, s); };
-        mats[n("qkv.weight")] = L.qkv;
-        mats[n("proj.weight")] = L.proj;
-        mats[n("fc.weight")] = L.fc;
-        mats[n("fc2.weight")] = L.fc2;
-        vecs[n("ln_1.weight")] = L.ln_1_w;
-        vecs[n("ln_1.bias")] = L.ln_1_b;
-        vecs[n("qkv.bias")] = L.qkv_b;
-        vecs[n("proj.bias")] = L.proj_b;
-        vecs[n("ln_2.weight")] = L.ln_2_w;
-        vecs[n("ln_2.bias")] = L.ln_2_b;
-        vecs[n("fc.bias")] = L.fc_b;
-        vecs[n("fc2.bias")] = L.fc2_b;
-    }
+    for_each_weight(w, c, [&](const CanonicalEntry& e, ConstWeightSlot slot) {
+        if (slot.mat) mats[e.name] = *slot.mat;
+        if (slot.vec) vecs[e.name] = *slot.vec;
+    });
     // the adapted weights by name
     std::map<std::string, std::pair<int, LoraTarget>> adapted;
     for (int l = 0; l < c.n_layer; ++l) {

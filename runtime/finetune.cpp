@@ -15,6 +15,7 @@
 #include "kernels/cpu/layernorm.h"
 #include "kernels/cpu/linear.h"
 #include "kernels/cpu/lora.h"
+#include "runtime/arena.h"
 #include "runtime/error.h"
 #include "runtime/eval.h"
 #include "runtime/utf8.h"
@@ -22,8 +23,6 @@
 namespace ember {
 
 namespace {
-
-size_t align_up(size_t n) { return (n + kDataAlignment - 1) / kDataAlignment * kDataAlignment; }
 
 constexpr int kMaxThreads = 256;
 constexpr int kMaxBatch = 4096;
@@ -52,37 +51,32 @@ TrainPlan plan_training(const Model& model, int batch, int seq, int rank, size_t
     }
     groups = max_groups(w.lm_head, groups);
     TrainPlan p;
-    size_t off = 0;
-    auto take = [&](size_t bytes) {
-        const size_t at = off;
-        off += align_up(bytes);
-        return at;
-    };
-    p.x = take((L + 1) * M * C * f4);
-    p.xn1 = take(L * M * C * f4);
-    p.qkv = take(L * M * 3 * C * f4);
-    p.att = take(L * M * C * f4);
-    p.x_mid = take(L * M * C * f4);
-    p.xn2 = take(L * M * C * f4);
-    p.h_pre = take(L * M * F * f4);
-    p.h_act = take(L * M * F * f4);
-    p.u = take(L * kLoraTargets * M * r * f4);
-    p.xnf = take(M * C * f4);
-    p.logits = take(M * V * f4);
-    p.dx = take(M * C * f4);
-    p.dtmp = take(M * C * f4);
-    p.datt = take(M * C * f4);
-    p.dqkv = take(M * 3 * C * f4);
-    p.dh = take(M * F * f4);
-    p.du = take(M * r * f4);
-    p.kc = take(T * C * f4);
-    p.vc = take(T * C * f4);
-    p.scores = take(static_cast<size_t>(threads) * 2 * T * f4);
-    p.rows = take(static_cast<size_t>(threads) * std::max(C, F) * f4);
-    p.xq = take(M * std::max(C, F));
-    p.xs = take(M * static_cast<size_t>(groups) * f4);
-    p.grads = take(n_params * f4);
-    p.total = off;
+    ArenaPlanner arena(kDataAlignment);
+    p.x = arena.take((L + 1) * M * C * f4);
+    p.xn1 = arena.take(L * M * C * f4);
+    p.qkv = arena.take(L * M * 3 * C * f4);
+    p.att = arena.take(L * M * C * f4);
+    p.x_mid = arena.take(L * M * C * f4);
+    p.xn2 = arena.take(L * M * C * f4);
+    p.h_pre = arena.take(L * M * F * f4);
+    p.h_act = arena.take(L * M * F * f4);
+    p.u = arena.take(L * kLoraTargets * M * r * f4);
+    p.xnf = arena.take(M * C * f4);
+    p.logits = arena.take(M * V * f4);
+    p.dx = arena.take(M * C * f4);
+    p.dtmp = arena.take(M * C * f4);
+    p.datt = arena.take(M * C * f4);
+    p.dqkv = arena.take(M * 3 * C * f4);
+    p.dh = arena.take(M * F * f4);
+    p.du = arena.take(M * r * f4);
+    p.kc = arena.take(T * C * f4);
+    p.vc = arena.take(T * C * f4);
+    p.scores = arena.take(static_cast<size_t>(threads) * 2 * T * f4);
+    p.rows = arena.take(static_cast<size_t>(threads) * std::max(C, F) * f4);
+    p.xq = arena.take(M * std::max(C, F));
+    p.xs = arena.take(M * static_cast<size_t>(groups) * f4);
+    p.grads = arena.take(n_params * f4);
+    p.total = arena.total();
     return p;
 }
 

@@ -15,6 +15,7 @@
 
 #include "ember_generated.h"
 #include "runtime/error.h"
+#include "runtime/tensors.h"
 #include "runtime/utf8.h"
 
 namespace ember {
@@ -51,12 +52,6 @@ constexpr uint32_t kMaxLayers = 1024;
 
 size_t dtype_bytes(fb::DType d) { return d == fb::DType::F32 ? 4 : d == fb::DType::F16 ? 2 : 1; }
 const char* dtype_name(fb::DType d) { return d == fb::DType::F32 ? "f32" : d == fb::DType::F16 ? "f16" : "int8"; }
-
-struct Expected {
-    std::vector<uint64_t> shape;
-    bool required;
-    bool vector;  // 1-D: stored as f32
-};
 
 }  // namespace
 
@@ -256,28 +251,10 @@ void Model::verify_and_view(bool require_checksum) {
     }
     cfg.tokenizer_size = static_cast<int>(n_tok);
 
-    // Tensors: what the configuration expects.
-    std::map<std::string, Expected> expected;
-    expected["wte"] = {{V, C}, true, false};
-    expected["wpe"] = {{S, C}, true, false};
-    for (int l = 0; l < cfg.n_layer; ++l) {
-        expected[layer_tensor_name(l, "ln_1.weight")] = {{C}, true, true};
-        expected[layer_tensor_name(l, "ln_1.bias")] = {{C}, false, true};
-        expected[layer_tensor_name(l, "qkv.weight")] = {{3 * C, C}, true, false};
-        expected[layer_tensor_name(l, "qkv.bias")] = {{3 * C}, false, true};
-        expected[layer_tensor_name(l, "proj.weight")] = {{C, C}, true, false};
-        expected[layer_tensor_name(l, "proj.bias")] = {{C}, false, true};
-        expected[layer_tensor_name(l, "ln_2.weight")] = {{C}, true, true};
-        expected[layer_tensor_name(l, "ln_2.bias")] = {{C}, false, true};
-        expected[layer_tensor_name(l, "fc.weight")] = {{F, C}, true, false};
-        expected[layer_tensor_name(l, "fc.bias")] = {{F}, false, true};
-        expected[layer_tensor_name(l, "fc2.weight")] = {{C, F}, true, false};
-        expected[layer_tensor_name(l, "fc2.bias")] = {{C}, false, true};
-    }
-    expected["ln_f.weight"] = {{C}, true, true};
-    expected["ln_f.bias"] = {{C}, false, true};
-    if (!cfg.tied_lm_head) expected["lm_head.weight"] = {{V, C}, true, false};
-    expected["lm_head.bias"] = {{V}, false, true};
+    // Tensors: what the configuration expects (the table of runtime/tensors.h).
+    const std::vector<CanonicalEntry> canonical = canonical_tensors(cfg);
+    std::map<std::string, const CanonicalEntry*> expected;
+    for (const CanonicalEntry& e : canonical) expected[e.name] = &e;
 
     struct Found {
         kernels::WeightView view;
@@ -289,8 +266,8 @@ void Model::verify_and_view(bool require_checksum) {
         auto it = expected.find(raw_name);
         if (it == expected.end()) fail(f, ": tensor '", name, "' is not part of a ", arch_name(cfg.arch), " model (or is not expected by this configuration)");
         if (found.count(name)) fail(f, ": tensor '", name, "' appears twice");
-        const Expected& e = it->second;
-        std::vector<uint64_t> shape(t->shape()->begin(), t->shape()->end());
+        const CanonicalEntry& e = *it->second;
+        std::vector<int64_t> shape(t->shape()->begin(), t->shape()->end());
         if (shape != e.shape) {
             std::string got, want;
             for (auto d : shape) got += (got.empty() ? "" : ", ") + std::to_string(d);
@@ -299,9 +276,9 @@ void Model::verify_and_view(bool require_checksum) {
         }
         const fb::DType dt = t->dtype();
         if (dt != fb::DType::F32 && dt != fb::DType::F16 && dt != fb::DType::I8) fail(f, ": tensor '", name, "' has unknown dtype ", int(dt));
-        if (e.vector && dt != fb::DType::F32) fail(f, ": tensor '", name, "' is ", dtype_name(dt), " but 1-D tensors are stored as f32");
-        const uint64_t rows = e.vector ? 1 : shape[0];
-        const uint64_t cols = e.vector ? shape[0] : shape[1];
+        if (e.vector() && dt != fb::DType::F32) fail(f, ": tensor '", name, "' is ", dtype_name(dt), " but 1-D tensors are stored as f32");
+        const uint64_t rows = e.vector() ? 1 : static_cast<uint64_t>(shape[0]);
+        const uint64_t cols = static_cast<uint64_t>(e.vector() ? shape[0] : shape[1]);
         const uint64_t want_bytes = rows * cols * dtype_bytes(dt);
         auto check_range = [&](const char* what, uint64_t off, uint64_t size, uint64_t want) {
             if (size != want) fail(f, ": tensor '", name, "' ", what, "_size is ", size, " bytes but its shape needs ", want);
@@ -341,39 +318,20 @@ void Model::verify_and_view(bool require_checksum) {
         std::vector<uint32_t> shape32(shape.begin(), shape.end());
         tensors_.push_back({name, shape32, dtype_name(dt), dt == fb::DType::I8 ? t->group_size() : 0, bytes});
     }
-    for (const auto& [name, e] : expected) {
-        if (e.required && !found.count(name)) fail(f, ": required tensor '", name, "' is missing");
+    for (const CanonicalEntry& e : canonical) {
+        if (e.required && !found.count(e.name)) fail(f, ": required tensor '", e.name, "' is missing");
     }
 
-    auto mat = [&](const std::string& n) { return found.at(n).view; };
-    auto vec = [&](const std::string& n) -> const float* {
-        auto it = found.find(n);
-        return it == found.end() ? nullptr : static_cast<const float*>(it->second.view.data);
-    };
+    // The views, in the table's order; an absent bias stays nullptr, a tied lm_head is wte.
     ModelWeights& w = weights_;
-    w.wte = mat("wte");
-    w.wpe = mat("wpe");
     w.layers.resize(cfg.n_layer);
-    for (int l = 0; l < cfg.n_layer; ++l) {
-        LayerWeights& L = w.layers[l];
-        auto n = [&](const char* s) { return layer_tensor_name(l, s); };
-        L.ln_1_w = vec(n("ln_1.weight"));
-        L.ln_1_b = vec(n("ln_1.bias"));
-        L.qkv = mat(n("qkv.weight"));
-        L.qkv_b = vec(n("qkv.bias"));
-        L.proj = mat(n("proj.weight"));
-        L.proj_b = vec(n("proj.bias"));
-        L.ln_2_w = vec(n("ln_2.weight"));
-        L.ln_2_b = vec(n("ln_2.bias"));
-        L.fc = mat(n("fc.weight"));
-        L.fc_b = vec(n("fc.bias"));
-        L.fc2 = mat(n("fc2.weight"));
-        L.fc2_b = vec(n("fc2.bias"));
-    }
-    w.ln_f_w = vec("ln_f.weight");
-    w.ln_f_b = vec("ln_f.bias");
-    w.lm_head = cfg.tied_lm_head ? w.wte : mat("lm_head.weight");
-    w.lm_head_b = vec("lm_head.bias");
+    for_each_weight(w, cfg, [&](const CanonicalEntry& e, WeightSlot slot) {
+        auto it = found.find(e.name);
+        if (it == found.end()) return;
+        if (slot.mat) *slot.mat = it->second.view;
+        if (slot.vec) *slot.vec = static_cast<const float*>(it->second.view.data);
+    });
+    if (cfg.tied_lm_head) w.lm_head = w.wte;
 }
 
 }  // namespace ember
