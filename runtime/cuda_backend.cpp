@@ -10,6 +10,7 @@
 #include "kernels/cuda/linear.cuh"
 #include "runtime/arena.h"
 #include "runtime/error.h"
+#include "runtime/tensors.h"
 
 namespace ember {
 
@@ -22,45 +23,25 @@ size_t align_up(size_t n) { return (n + kDeviceAlign - 1) / kDeviceAlign * kDevi
 
 size_t element_bytes(kernels::WType t) { return t == kernels::WType::F32 ? 4 : t == kernels::WType::F16 ? 2 : 1; }
 
-// Walks every weight of `model` in one fixed order, asking put(src, bytes) for a device
-// pointer for each; fills `out` with device views. Used once to size, once to copy.
+// Walks every weight of `model` in the canonical table's order (runtime/tensors.h), asking
+// put(src, bytes) for a device pointer for each present tensor; fills `out` with the same
+// views pointing into device memory. Used once to size, once to copy.
 template <typename Put>
-void map_weights(const Model& model, Put put, CudaWeights& out) {
+void map_weights(const Model& model, Put put, ModelWeights& out) {
     const ModelConfig& c = model.config();
-    const ModelWeights& w = model.weights();
-    auto vec = [&](const float* p, int n) { return static_cast<const float*>(put(p, static_cast<size_t>(n) * sizeof(float))); };
-    auto view = [&](const kernels::WeightView& v) {
-        kernels::WeightView d = v;
-        d.data = put(v.data, static_cast<size_t>(v.rows) * v.cols * element_bytes(v.type));
-        d.scales = v.type == kernels::WType::I8
+    out = model.weights();  // host views: every present pointer is replaced below
+    for_each_weight(out, c, [&](const CanonicalEntry& e, WeightSlot slot) {
+        if (slot.vec) {
+            if (*slot.vec) *slot.vec = static_cast<const float*>(put(*slot.vec, static_cast<size_t>(e.shape[0]) * sizeof(float)));
+            return;
+        }
+        kernels::WeightView& v = *slot.mat;
+        v.data = put(v.data, static_cast<size_t>(v.rows) * v.cols * element_bytes(v.type));
+        v.scales = v.type == kernels::WType::I8
                        ? static_cast<const float*>(put(v.scales, static_cast<size_t>(v.rows) * v.groups_per_row() * sizeof(float)))
                        : nullptr;
-        return d;
-    };
-    const int C = c.n_embd, F = c.ffn_hidden;
-    out.wte = view(w.wte);
-    out.wpe = view(w.wpe);
-    out.layers.assign(w.layers.size(), CudaLayer{});
-    for (size_t l = 0; l < w.layers.size(); ++l) {
-        const LayerWeights& s = w.layers[l];
-        CudaLayer& d = out.layers[l];
-        d.ln_1_w = vec(s.ln_1_w, C);
-        d.ln_1_b = vec(s.ln_1_b, C);
-        d.qkv = view(s.qkv);
-        d.qkv_b = vec(s.qkv_b, 3 * C);
-        d.proj = view(s.proj);
-        d.proj_b = vec(s.proj_b, C);
-        d.ln_2_w = vec(s.ln_2_w, C);
-        d.ln_2_b = vec(s.ln_2_b, C);
-        d.fc = view(s.fc);
-        d.fc_b = vec(s.fc_b, F);
-        d.fc2 = view(s.fc2);
-        d.fc2_b = vec(s.fc2_b, C);
-    }
-    out.ln_f_w = vec(w.ln_f_w, C);
-    out.ln_f_b = vec(w.ln_f_b, C);
-    out.lm_head = w.lm_head.data == w.wte.data ? out.wte : view(w.lm_head);  // tied: one copy
-    out.lm_head_b = vec(w.lm_head_b, c.vocab_size);
+    });
+    if (c.tied_lm_head) out.lm_head = out.wte;  // tied: one copy
 }
 
 }  // namespace
@@ -95,7 +76,7 @@ CudaPlan plan_cuda_memory(const Model& model, bool all_logits) {
     const size_t S = c.block_size, C = c.n_embd, F = c.ffn_hidden, V = c.vocab_size, L = c.n_layer;
     CudaPlan p;
     ArenaPlanner a(kDeviceAlign);  // the weights first, then the arena
-    CudaWeights unused;
+    ModelWeights unused;
     map_weights(model, [&](const void* src, size_t bytes) -> void* {
         if (src) a.take(bytes);
         return nullptr;
@@ -273,7 +254,7 @@ void CudaBackend::enqueue_forward(int T, bool all_rows) {
     as.scale = c.attn_scale;
     const cuda::Act act = cuda::act_of(c.activation);
     for (int l = 0; l < c.n_layer; ++l) {
-        const CudaLayer& L = w_.layers[l];
+        const LayerWeights& L = w_.layers[l];
         __half* kc = dev<__half>(plan_.k_cache) + static_cast<size_t>(l) * S * C;
         __half* vc = dev<__half>(plan_.v_cache) + static_cast<size_t>(l) * S * C;
         if (T == 1) {  // decode: LayerNorm fused into the product

@@ -51,18 +51,6 @@ struct CudaPlan {
     int logit_rows = 1;
 };
 
-// Device views of the weights (pointers into the one device allocation).
-struct CudaLayer {
-    const float *ln_1_w = nullptr, *ln_1_b = nullptr, *qkv_b = nullptr, *proj_b = nullptr;
-    const float *ln_2_w = nullptr, *ln_2_b = nullptr, *fc_b = nullptr, *fc2_b = nullptr;
-    kernels::WeightView qkv, proj, fc, fc2;
-};
-struct CudaWeights {
-    kernels::WeightView wte, wpe, lm_head;
-    const float *ln_f_w = nullptr, *ln_f_b = nullptr, *lm_head_b = nullptr;
-    std::vector<CudaLayer> layers;
-};
-
 // Plans the device allocation. Pure arithmetic on the configuration and the tensor sizes.
 CudaPlan plan_cuda_memory(const Model& model, bool all_logits);
 
@@ -108,7 +96,7 @@ private:
     std::unique_ptr<cuda::Gemm> gemm_;
     int* h_step_ = nullptr;       // pinned [4 + S]: step parameters, then ids
     float* h_logits_ = nullptr;   // pinned [logit_rows, V]
-    CudaWeights w_;
+    ModelWeights w_;  // the model's views, pointing into the device allocation
     std::vector<float> sampler_probs_;
     std::vector<int> sampler_ids_;
     std::vector<int> history_, window_;  // [S] each: the Session's context bookkeeping
