@@ -56,6 +56,9 @@ if ! LD_LIBRARY_PATH="$libpath" "$bin/ember" --version > /dev/null 2>&1; then
   libpath="$libpath:$root/.device-carry/lib-std"
 fi
 LD_LIBRARY_PATH="$libpath" ldd "$bin/ember_cuda_tests" | grep -E "not found|cublas|libstdc|libc\.so" || true
+echo "the CUDA module (opened with dlopen by ember; ember itself needs no CUDA library):"
+LD_LIBRARY_PATH="$libpath" ldd "$root/.device-carry/lib/libember-cuda.so" | grep -E "not found|cublas|libstdc" || true
+readelf -d "$bin/ember" 2>/dev/null | grep NEEDED | grep -i cu && { echo "FAIL: ember has a CUDA NEEDED entry"; status=1; }
 LD_LIBRARY_PATH="$libpath" "$bin/ember" --version || { echo "FAIL: ember does not start here"; status=1; }
 export EMBER_SOURCE_DIR=$root EMBER_SHARED_DIR=$root/.device-carry/shared
 ember() { LD_LIBRARY_PATH="$libpath" "$bin/ember" "$@"; }

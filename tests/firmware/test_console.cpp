@@ -12,6 +12,8 @@
 #include "runtime/eval.h"
 #include "runtime/model.h"
 #include "runtime/sampler.h"
+#include "runtime/cpu_backend.h"
+#include "runtime/cuda_module.h"
 #include "runtime/session.h"
 #include "runtime/tokenizer.h"
 #include "runtime/utf8.h"
@@ -175,6 +177,31 @@ TEST_CASE("console: load, gen streams the runtime's text for a seed, settings, m
     write_file(dir.file("broken.ember"), read_file(model_int8()).substr(0, 1000));
     CHECK(c.command("load broken").find("ERR ") == 0);
     CHECK(c.command("info").find("model: tiny (") == 0);
+}
+
+TEST_CASE("console: --backend: info names the backend; cuda without a GPU is one ERR line and nothing changes") {
+    TempDir dir;
+    write_file(dir.file("tiny.ember"), read_file(model_int8()));
+    {
+        ConsoleOptions o = opts_for(dir);
+        o.backend = BackendKind::Cpu;
+        PtyConsole c(o);
+        CHECK(c.command("load tiny").find("OK loaded tiny") == 0);
+        auto m = Model::open(dir.file("tiny.ember"));
+        const std::string want = "backend: cpu, threads 1, arena " + std::to_string(plan_memory(*m, 1, false).total) + " bytes\n";
+        CHECK(c.command("info").find(want) != std::string::npos);
+    }
+    if (!cuda_available()) {  // here and in CI: no GPU
+        ConsoleOptions o = opts_for(dir);
+        o.backend = BackendKind::Cuda;
+        PtyConsole c(o);
+        const std::string out = c.command("load tiny");
+        CAPTURE(out);
+        CHECK(out.find("ERR ") == 0);
+        CHECK((out.find("no CUDA device found") != std::string::npos || out.find("the CUDA backend module cannot be loaded") != std::string::npos));
+        CHECK(std::count(out.begin(), out.end(), '\n') == 1);
+        CHECK(c.command("info").find("model: none loaded\n") == 0);  // nothing was loaded
+    }
 }
 
 TEST_CASE("console: Ctrl-C stops a generation; type-ahead is kept") {
