@@ -17,6 +17,7 @@
 #include "runtime/finetune.h"
 #include "runtime/cpu_backend.h"
 #include "runtime/session.h"
+#include "runtime/text_stream.h"
 #include "runtime/tokenizer.h"
 #include "test_util.h"
 
@@ -90,6 +91,21 @@ TEST_CASE("decoding a token allocates nothing, in every policy and dtype") {
                 s.append(&id, 1);
             }
             CHECK(g_allocations.load() - before == 0);
+            // The runtime's generate loop (ember generate, the console, the C API): what one
+            // call allocates does not grow with the tokens it makes.
+            const auto btok = make_tokenizer(*model);
+            Utf8Stream stream(static_cast<size_t>(btok->max_token_bytes()));
+            int made = 0;
+            auto count = [&](int n) {
+                s.reset();
+                s.append(&id, 1);
+                const long at = g_allocations.load();
+                made += s.generate(n, sopt, *btok, stream, [&](std::string_view) {}).tokens;
+                return g_allocations.load() - at;
+            };
+            const long one = count(1);
+            CHECK(count(3 * model->config().block_size) == one);
+            CHECK(made == 1 + 3 * model->config().block_size);
         }
     }
 }
