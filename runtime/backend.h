@@ -42,6 +42,11 @@ public:
     virtual std::string describe() const { return {}; }
 };
 
+// A Backend::forward span against block_size S and the logit rows planned: 1 <= T, the
+// positions and rows inside [0, S), the keys at most S, all_rows only when T rows were planned.
+// Throws ember::Error naming the backend and the values.
+void check_forward_span(const char* backend, int T, int pos0, int row0, int n_keys0, bool all_rows, int block_size, int logit_rows);
+
 // `--backend cpu | cuda | auto`.
 enum class BackendKind { Cpu, Cuda, Auto };
 BackendKind parse_backend(const std::string& s);  // throws ember::Error

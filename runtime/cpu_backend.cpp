@@ -105,9 +105,7 @@ HostScratch CpuBackend::host_scratch() {
 
 const float* CpuBackend::forward(const int* ids, int T, int pos0, int row0, int n_keys0, bool all_rows) {
     const ModelConfig& c = model_.config();
-    if (T < 1 || pos0 < 0 || pos0 + T > c.block_size || row0 < 0 || row0 + T > c.block_size || n_keys0 < 0 || n_keys0 + T - 1 > c.block_size)
-        fail("forward: T ", T, ", pos0 ", pos0, ", row0 ", row0, ", n_keys0 ", n_keys0, " outside block_size ", c.block_size);
-    if (all_rows && T > plan_.logit_rows) fail("forward: ", T, " logit rows, planned ", plan_.logit_rows);
+    check_forward_span("cpu", T, pos0, row0, n_keys0, all_rows, c.block_size, plan_.logit_rows);
     const ModelWeights& w = model_.weights();
     const int C = c.n_embd, F = c.ffn_hidden, S = c.block_size;
     float* x = buf<float>(plan_.x);

@@ -291,9 +291,7 @@ void CudaBackend::enqueue_forward(int T, bool all_rows) {
 const float* CudaBackend::forward(const int* ids, int T, int pos0, int row0, int n_keys0, bool all_rows) {
     const ModelConfig& c = model_.config();
     const int S = c.block_size;
-    if (T < 1 || T > S || pos0 < 0 || pos0 + T > S || row0 < 0 || row0 + T > S || n_keys0 < 0 || n_keys0 + T - 1 > S)
-        fail("CUDA forward: T ", T, ", pos0 ", pos0, ", row0 ", row0, ", n_keys0 ", n_keys0, " outside block_size ", S);
-    if (all_rows && T > plan_.logit_rows) fail("CUDA forward: ", T, " logit rows, planned ", plan_.logit_rows);
+    check_forward_span("CUDA", T, pos0, row0, n_keys0, all_rows, S, plan_.logit_rows);
     std::memcpy(h_step_ + 4, ids, static_cast<size_t>(T) * sizeof(int));
     h_step_[0] = pos0;
     h_step_[1] = row0;
