@@ -231,7 +231,7 @@ TEST_CASE("C API: ember_version and the defaults") {
     ember_session_destroy(nullptr);
 }
 
-TEST_CASE("C API: ember_model_get_info of a path and of memory; the default model's configuration") {
+TEST_CASE("C API: ember_model_get_info of a path and of memory, the default model's configuration") {
     ember::test::TempDir dir;
     const std::string path = gptpy(dir);
     const auto ref = ember::Model::open(path);
@@ -272,7 +272,7 @@ TEST_CASE("C API: ember_model_get_info of a path and of memory; the default mode
     ember_model_close(d);
 }
 
-TEST_CASE("C API: generated text equals `ember generate` (gpt.py fixture; sampled, top-k, greedy; path and memory; own and caller arena)") {
+TEST_CASE("C API: generated text equals `ember generate` (gpt.py fixture, sampled, top-k, greedy, path and memory, own and caller arena)") {
     ember::test::TempDir dir;
     check_equals_cli(gptpy(dir), "The quick", 40);
 }
@@ -525,7 +525,7 @@ TEST_CASE("C API: session and generate errors: bad options, unknown prompt chara
     ember_model_close(m);
 }
 
-TEST_CASE("C API: error buffers of size 0 and 5 are cut and NUL-terminated; a success clears the message") {
+TEST_CASE("C API: error buffers of size 0 and 5 are cut and NUL-terminated, a success clears the message") {
     char b[16];
     ember_model* m = nullptr;
     std::memset(b, 'x', sizeof b);

@@ -99,7 +99,7 @@ TEST_CASE("linking: ember and ember-console have no CUDA library among their NEE
     }
 }
 
-TEST_CASE("linking: the CUDA module carries cuBLASLt; without a GPU cuda is one line, auto runs on the CPU and never maps cuBLAS") {
+TEST_CASE("linking: the CUDA module carries cuBLASLt, without a GPU cuda is one line, auto runs on the CPU and never maps cuBLAS") {
     ember::test::TempDir dir;
     const std::string model = small_model(dir);
     const std::string gen = " generate -m " + q(model) + " -p The -n 20 --seed 1";

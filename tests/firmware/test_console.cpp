@@ -177,7 +177,7 @@ TEST_CASE("console: load, gen streams the runtime's text for a seed, settings, m
     CHECK(c.command("info").find("model: tiny (") == 0);
 }
 
-TEST_CASE("console: Ctrl-C stops a generation; type-ahead is kept") {
+TEST_CASE("console: Ctrl-C stops a generation, type-ahead is kept") {
     TempDir dir;
     write_file(dir.file("tiny.ember"), read_file(model_int8()));
     ConsoleOptions o = opts_for(dir);
