@@ -33,10 +33,11 @@ struct ember_session {
 
 namespace {
 
+// One line: a line break inside a message (a file name holding one) becomes a space.
 void put_error(char* err, size_t err_size, const char* what) {
     if (!err || err_size == 0) return;
     const size_t n = std::min(std::strlen(what), err_size - 1);
-    std::memcpy(err, what, n);
+    for (size_t i = 0; i < n; ++i) err[i] = what[i] == '\n' || what[i] == '\r' ? ' ' : what[i];
     err[n] = '\0';
 }
 
@@ -71,10 +72,10 @@ ember::SessionOptions session_options(const ember_session_options* o) {
     return so;
 }
 
-int open_model(std::unique_ptr<ember::Model> (*open)(const void*, size_t, const char*), const void* a, size_t b, const char* c,
-               ember_model** out, char* err, size_t err_size) {
+int open_model(const char* fn, std::unique_ptr<ember::Model> (*open)(const void*, size_t, const char*), const void* a, size_t b,
+               const char* c, ember_model** out, char* err, size_t err_size) {
     return guarded(err, err_size, [&] {
-        if (!out) ember::fail("ember_model_open: out is NULL");
+        if (!out) ember::fail(fn, ": out is NULL");
         *out = nullptr;
         auto m = std::make_unique<ember_model>();
         m->model = open(a, b, c);
@@ -90,14 +91,14 @@ extern "C" {
 const char* ember_version(void) { return EMBER_VERSION_STRING; }
 
 int ember_model_open(const char* path, ember_model** out, char* err, size_t err_size) {
-    return open_model([](const void* p, size_t, const char*) {
+    return open_model("ember_model_open", [](const void* p, size_t, const char*) {
         if (!p) ember::fail("ember_model_open: path is NULL");
         return ember::Model::open(static_cast<const char*>(p));
     }, path, 0, nullptr, out, err, err_size);
 }
 
 int ember_model_open_memory(const void* data, size_t size, const char* name, ember_model** out, char* err, size_t err_size) {
-    return open_model([](const void* d, size_t n, const char* nm) { return ember::Model::open_memory(d, n, nm ? nm : "(model in memory)"); },
+    return open_model("ember_model_open_memory", [](const void* d, size_t n, const char* nm) { return ember::Model::open_memory(d, n, nm ? nm : "(model in memory)"); },
                       data, size, name, out, err, err_size);
 }
 
@@ -161,9 +162,10 @@ void ember_session_destroy(ember_session* session) { delete session; }
 int ember_prefill(ember_session* session, const char* prompt, char* err, size_t err_size) {
     return guarded(err, err_size, [&] {
         if (!session) ember::fail("ember_prefill: session is NULL");
+        // A failed prefill (a character outside the vocabulary) leaves no sequence, not the last one.
+        session->started = false;
         const ember::Tokenizer& tok = *session->m->tok;
         const std::vector<int> ids = !prompt || !*prompt ? std::vector<int>{tok.start_id()} : tok.encode(prompt, "prompt");
-        session->started = false;
         session->s->reset();
         session->stream->finish();  // empty
         session->s->append(ids.data(), static_cast<int>(ids.size()));
@@ -186,6 +188,8 @@ int ember_generate(ember_session* session, int n_tokens, const ember_sampling* s
             so.seed = sampling->seed;
         }
         so.validate();
+        // Refusals above leave the sequence to generate from; from here it is used up.
+        session->started = false;
         bool stop = false;
         const ember::GenerateResult r = session->s->generate(
             n_tokens, so, *session->m->tok, *session->stream,
@@ -194,8 +198,6 @@ int ember_generate(ember_session* session, int n_tokens, const ember_sampling* s
             },
             [&] { return stop; });
         if (made) *made = r.tokens;
-        // The last token stays to be appended: the next ember_generate goes on from it.
-        session->started = false;
     });
 }
 

@@ -84,7 +84,7 @@ CpuBackend::CpuBackend(const Model& model, const SessionOptions& opts)
             fail("the arena at ", opts.arena, " is not aligned to ", kDataAlignment, " bytes");
         if (opts.arena_bytes < plan_.total)
             fail("the arena of ", opts.arena_bytes, " bytes is too small: a session of ", printable(model.path(), 200), " with ", pool_.size(),
-                 " threads needs ", plan_.total);
+                 " threads needs ", plan_.total, " bytes");
         arena_ = static_cast<uint8_t*>(opts.arena);
     } else {
         check_plan_fits(plan_, model, opts.memory_limit);

@@ -61,7 +61,7 @@ struct RecordingBackend : Backend {
 
 }  // namespace
 
-TEST_CASE("backend names: cpu, cuda, auto; anything else is refused with the choices") {
+TEST_CASE("backend names: cpu, cuda, auto, anything else is refused with the choices") {
     CHECK(parse_backend("cpu") == BackendKind::Cpu);
     CHECK(parse_backend("cuda") == BackendKind::Cuda);
     CHECK(parse_backend("auto") == BackendKind::Auto);
@@ -74,7 +74,7 @@ TEST_CASE("backend names: cpu, cuda, auto; anything else is refused with the cho
     }
 }
 
-TEST_CASE("make_session: cpu gives the CPU backend; auto without a GPU is the CPU; cuda without a GPU or module is one clear error") {
+TEST_CASE("make_session: cpu gives the CPU backend, auto without a GPU is the CPU, cuda without a GPU or module is one clear error") {
     test::TempDir dir;
     auto model = gptpy_model(dir);
     SessionOptions so;

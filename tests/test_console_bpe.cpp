@@ -191,7 +191,7 @@ TEST_CASE("console with a GPT-2 BPE model: gen equals ember generate and the dec
     CHECK(split_seen > 0);
 }
 
-TEST_CASE("console with a GPT-2 BPE model: Ctrl-C mid-character flushes the held tail; the text is the decode of the tokens made") {
+TEST_CASE("console with a GPT-2 BPE model: Ctrl-C mid-character flushes the held tail, the text is the decode of the tokens made") {
     test::TempDir dir;
     const std::string path = make_bpe_model(dir, "bpe");
     auto m = Model::open(path);

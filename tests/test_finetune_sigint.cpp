@@ -24,7 +24,7 @@ std::string q(const std::string& s) { return "'" + s + "'"; }
 
 }  // namespace
 
-TEST_CASE("ember finetune: SIGINT after the first progress line writes the adapter and exits 0; --resume goes on") {
+TEST_CASE("ember finetune: SIGINT after the first progress line writes the adapter and exits 0, --resume goes on") {
     test::TempDir dir;
     const std::string model = test::source_dir() + "/tests/fuzz/seeds/ember/gptpy_int8.ember";
     const std::string text = fixture("gptpy/eval.txt"), a = dir.file("a.emba");

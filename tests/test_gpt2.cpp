@@ -87,7 +87,7 @@ const std::vector<std::string> kTiny = {fixture("gpt2/tiny_tokenizer/encoder.jso
 
 }  // namespace
 
-TEST_CASE("GPT-2 BPE: ids equal tiktoken's for every fixture text; decoding gives the text back") {
+TEST_CASE("GPT-2 BPE: ids equal tiktoken's for every fixture text, decoding gives the text back") {
     const auto j = test::load_json(fixture("gpt2/bpe_cases.json"));
     const BpeTokenizer& tok = gpt2();
     CHECK(tok.size() == 50257);
@@ -117,7 +117,7 @@ TEST_CASE("GPT-2 pre-tokenization pieces follow the pattern's alternatives") {
     CHECK(piece_strings("").empty());
 }
 
-TEST_CASE("GPT-2 BPE: invalid UTF-8 is refused with the byte offset; a long run without spaces is fast") {
+TEST_CASE("GPT-2 BPE: invalid UTF-8 is refused with the byte offset, a long run without spaces is fast") {
     const BpeTokenizer& tok = gpt2();
     CHECK_THROWS_WITH_AS(tok.encode("ok \xff", "prompt"), "prompt: invalid UTF-8 at byte 3", Error);
     CHECK_THROWS_WITH_AS(tok.encode("\xe2\x82", "prompt"), "prompt: invalid UTF-8 at byte 0", Error);
@@ -140,7 +140,7 @@ TEST_CASE("UTF-8 replacement decoding equals TextDecoder / Python errors='replac
     CHECK(n > 300);
 }
 
-TEST_CASE("Utf8Stream: any split of the bytes streams the whole decode; held-back characters come whole") {
+TEST_CASE("Utf8Stream: any split of the bytes streams the whole decode, held-back characters come whole") {
     const auto j = test::load_json(fixture("gpt2/bpe_cases.json"));
     std::mt19937 rng(5);
     for (const auto& c : j["decode"]) {
@@ -335,7 +335,7 @@ TEST_CASE("GPT-2's tokenizer with an embedding padded to 50304 rows: padding row
     CHECK(test::read_file(err).find("prompt: invalid UTF-8 at byte 4") != std::string::npos);
 }
 
-TEST_CASE("ember convert with --tokenizer: the summary names what was transposed, tied and padded; bad inputs leave no file") {
+TEST_CASE("ember convert with --tokenizer: the summary names what was transposed, tied and padded, bad inputs leave no file") {
     test::TempDir dir;
     const std::string out = dir.file("out"), err = dir.file("err");
     auto run = [&](const std::string& args) {

@@ -392,7 +392,7 @@ TEST_CASE("memory plan: the training arena of the fixture model stays at its bud
     CHECK(plan_training(*base->model, 4, 16, 4, a.size(), 2).total < 2 * p.total);
 }
 
-TEST_CASE("GPT-2 (BPE, padded wte): --merge keeps the tokenizer and padding; finetune's validation loss is ember eval's") {
+TEST_CASE("GPT-2 (BPE, padded wte): --merge keeps the tokenizer and padding, finetune's validation loss is ember eval's") {
     // Padding rows 297..319 carry the largest logits (lm_head bias 1000): a softmax over them
     // would put the loss near 1000.
     const int V = 320, C = 16, S = 16, n_real = 297;

@@ -25,7 +25,7 @@ double loss_of(const std::string& eval_out) { return std::stod(eval_out.substr(e
 
 }  // namespace
 
-TEST_CASE("ember finetune: train, resume, generate and eval with the adapter, merge; bad inputs refused") {
+TEST_CASE("ember finetune: train, resume, generate and eval with the adapter, merge, bad inputs refused") {
     ember::test::TempDir dir;
     const std::string model = dir.file("m.ember"), text = fixture("gptpy/eval.txt"), a = dir.file("a.emba");
     REQUIRE(ember_cli("convert " + q(fixture("gptpy/model.pt")) + " --vocab-text " + q(fixture("gptpy/vocab.txt")) + " -o " + q(model), dir).status == 0);

@@ -160,7 +160,7 @@ TEST_CASE("sampler: frequencies follow softmax(logits / T)") {
     CHECK(count[2] / double(n) == doctest::Approx(0.1863).epsilon(0.05));
 }
 
-TEST_CASE("sampler: NaN logits (overflowing weights) are never drawn; +inf wins; all NaN gives a valid id") {
+TEST_CASE("sampler: NaN logits (overflowing weights) are never drawn, +inf wins, all NaN gives a valid id") {
     const int V = 100;  // above std::sort's insertion-sort threshold, where a NaN comparator can run off the array
     std::vector<float> probs(V), logits(V);
     std::vector<int> ids(V);
@@ -331,7 +331,7 @@ TEST_CASE("a fine-tuning step and decoding with a LoRA adapter allocate nothing"
     }
 }
 
-TEST_CASE("adapter file: the values a claimed rank needs are counted before anything is allocated; AdamW's ranges") {
+TEST_CASE("adapter file: the values a claimed rank needs are counted before anything is allocated, AdamW's ranges") {
     test::TempDir dir;
     auto model = Model::open(convert_to(dir, convert::WeightDType::Int8));
     const ModelConfig& c = model->config();

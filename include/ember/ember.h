@@ -91,7 +91,7 @@ void ember_sampling_default(ember_sampling* s); /* temperature 1, top_k 0, top_p
 
 /* Starts a new sequence from `prompt` (UTF-8; NULL or "" starts from the tokenizer's start id,
  * as `ember generate` without -p). Fails on text the tokenizer cannot encode (a character
- * outside a char model's vocabulary is named). */
+ * outside a char model's vocabulary is named); a failed prefill leaves no sequence. */
 int ember_prefill(ember_session* session, const char* prompt, char* err, size_t err_size);
 
 /* Called with the text of each generated token, in whole UTF-8 characters: a BPE token that
@@ -103,7 +103,8 @@ typedef int (*ember_token_callback)(const char* text, size_t len, void* user);
 /* Samples up to n_tokens tokens after the sequence ember_prefill started, each from the
  * logits after the one before, and calls on_token with their text. *made (may be NULL)
  * receives the number sampled. One ember_generate per ember_prefill: the next text starts
- * with ember_prefill again. */
+ * with ember_prefill again. Invalid arguments (negative temperature, top_p outside (0, 1],
+ * n_tokens < 0) are refused before anything runs and leave the sequence to generate from. */
 int ember_generate(ember_session* session, int n_tokens, const ember_sampling* sampling, ember_token_callback on_token, void* user,
                    int* made, char* err, size_t err_size);
 

@@ -204,7 +204,7 @@ TEST_CASE("console: --backend: info names the backend; cuda without a GPU is one
     }
 }
 
-TEST_CASE("console: Ctrl-C stops a generation; type-ahead is kept") {
+TEST_CASE("console: Ctrl-C stops a generation, type-ahead is kept") {
     TempDir dir;
     write_file(dir.file("tiny.ember"), read_file(model_int8()));
     ConsoleOptions o = opts_for(dir);

@@ -230,7 +230,7 @@ TEST_CASE("flash: files that are not valid .ember models are refused and the old
     CHECK_THROWS_AS(send_file(line.fd[0], line.fd[0], s.new_bytes, "../evil", quick_sender()), Error);
 }
 
-TEST_CASE("flash: a valid model whose session would not fit the device's memory is refused; the old model stays") {
+TEST_CASE("flash: a valid model whose session would not fit the device's memory is refused, the old model stays") {
     Setup s;
     SocketPair line;
     ConsoleOptions o = device_options(s.dir.path());
@@ -251,7 +251,7 @@ TEST_CASE("flash: a valid model whose session would not fit the device's memory 
     check_working(s.dir.path(), line.fd[0], s.old_sha);
 }
 
-TEST_CASE("flash: the device killed just before the rename leaves the old model; the next run completes") {
+TEST_CASE("flash: the device killed just before the rename leaves the old model, the next run completes") {
     Setup s;
     SocketPair link;
     const pid_t dev = ::fork();

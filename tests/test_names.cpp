@@ -1,0 +1,29 @@
+// ctest runs each TEST_CASE by name (doctest_discover_tests), and the discovery splits a name at
+// a ';' (a CMake list separator): the pieces are run as filters that match no test case, so
+// the case "passes" with 0 assertions. No test name may hold one.
+#include <doctest/doctest.h>
+
+#include <filesystem>
+#include <regex>
+#include <string>
+
+#include "test_util.h"
+
+TEST_CASE("test names: no TEST_CASE name holds a semicolon (ctest's discovery would split it and run nothing)") {
+    const std::regex test_case(R"re(TEST_CASE\("((?:[^"\\]|\\.)*)")re");
+    int names = 0;
+    for (const char* sub : {"tests", "tests/firmware", "tests/cuda", "tests/device"}) {
+        const std::filesystem::path dir = ember::test::source_dir() + "/" + sub;
+        if (!std::filesystem::is_directory(dir)) continue;
+        for (const auto& e : std::filesystem::directory_iterator(dir)) {
+            if (e.path().extension() != ".cpp") continue;
+            const std::string src = ember::test::read_file(e.path().string());
+            for (std::sregex_iterator it(src.begin(), src.end(), test_case), end; it != end; ++it) {
+                ++names;
+                const std::string name = (*it)[1].str();
+                CHECK_MESSAGE(name.find(';') == std::string::npos, e.path().filename().string() << ": \"" << name << "\"");
+            }
+        }
+    }
+    CHECK(names > 100);  // the sources were found and read
+}
