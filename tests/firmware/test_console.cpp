@@ -179,7 +179,7 @@ TEST_CASE("console: load, gen streams the runtime's text for a seed, settings, m
     CHECK(c.command("info").find("model: tiny (") == 0);
 }
 
-TEST_CASE("console: --backend: info names the backend; cuda without a GPU is one ERR line and nothing changes") {
+TEST_CASE("console: --backend: info names the backend, cuda without a GPU is one ERR line and nothing changes") {
     TempDir dir;
     write_file(dir.file("tiny.ember"), read_file(model_int8()));
     {
