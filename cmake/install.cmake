@@ -30,7 +30,11 @@ set(EMBER_LIB_DEPS ember::xxhash OpenSSL::Crypto Threads::Threads ${CMAKE_DL_LIB
 
 add_library(ember_shared SHARED ${EMBER_LIB_OBJECTS})
 target_link_libraries(ember_shared PRIVATE ${EMBER_LIB_DEPS})
-target_link_options(ember_shared PRIVATE -Wl,--version-script=${PROJECT_SOURCE_DIR}/cmake/ember.map -Wl,--no-undefined)
+target_link_options(ember_shared PRIVATE -Wl,--version-script=${PROJECT_SOURCE_DIR}/cmake/ember.map)
+if(NOT EMBER_SANITIZE)
+  # Every symbol resolved at link time (a sanitizer's runtime is the executable's to bring).
+  target_link_options(ember_shared PRIVATE -Wl,--no-undefined)
+endif()
 set_property(TARGET ember_shared APPEND PROPERTY LINK_DEPENDS ${PROJECT_SOURCE_DIR}/cmake/ember.map)
 
 add_library(ember_static STATIC ${EMBER_LIB_OBJECTS})
@@ -112,6 +116,7 @@ if(TARGET ember-cuda)
   set(CPACK_DEBIAN_CUDA_PACKAGE_NAME ember-cuda)
   set(CPACK_DEBIAN_CUDA_PACKAGE_SHLIBDEPS OFF)
   set(CPACK_DEBIAN_CUDA_PACKAGE_DEPENDS "ember (= ${PROJECT_VERSION})")
-  set(CPACK_DEBIAN_CUDA_DESCRIPTION "CUDA backend module of ember (libember-cuda.so); needs NVIDIA's CUDA 12 runtime with cuBLASLt")
+  set(CPACK_DEBIAN_CUDA_DESCRIPTION
+      "CUDA backend module of ember (libember-cuda.so); needs libcublasLt.so.${CUDAToolkit_VERSION_MAJOR} of NVIDIA's CUDA toolkit")
 endif()
 include(CPack)

@@ -114,6 +114,20 @@ out=$("$prefix/bin/ember" generate -m "$tmp/m.ember" -n 20 2> "$log") || fail "e
 [[ ${#out} -ge 20 ]] || fail "ember generate printed '$out'"
 echo "    ${out//$'\n'/ }"
 
+if [[ -f $libdir/libember-cuda.so ]]; then
+  step "installed ember generate --backend cuda: finds $libdir/libember-cuda.so"
+  readelf -d "$libdir/libember-cuda.so" | grep -q 'libcublasLt' || fail "libember-cuda.so does not link libcublasLt"
+  echo "    libember-cuda.so RUNPATH: $(readelf -d "$libdir/libember-cuda.so" | sed -n 's/.*(R.*PATH).*\[\(.*\)\]/\1/p')"
+  if out=$("$prefix/bin/ember" generate -m "$tmp/m.ember" -n 20 --backend cuda 2> "$log"); then
+    [[ ${#out} -ge 20 ]] || fail "ember generate --backend cuda printed '$out'"
+    echo "    on the GPU: ${out//$'\n'/ }"
+  else
+    # Without a GPU the module must still load: the error is then that no device was found.
+    grep -q "no CUDA device found" "$log" || fail "ember generate --backend cuda"
+    echo "    module loaded, no GPU here: $(tail -1 "$log")"
+  fi
+fi
+
 step "installed ember-console --help"
 run_logged "ember-console --help" "$prefix/bin/ember-console" --help
 grep -q -- --port "$log" || fail "ember-console --help does not name --port"
@@ -134,7 +148,12 @@ if command -v cpack > /dev/null && command -v dpkg-deb > /dev/null && command -v
     grep -q -- "$f\( \|$\)" "$log" || fail "$deb lacks $f"
   done
   echo "    holds bin/ember, bin/ember-console, ember.h, libember.a, libember.so, ember.pc, the CMake package"
-  for d in "$tmp"/deb/*.deb; do [[ $d == "$deb" ]] || echo "    also $(basename "$d")"; done
+  if [[ -f $libdir/libember-cuda.so ]]; then
+    cdeb=$(ls "$tmp"/deb/ember-cuda_*.deb 2> /dev/null | head -1)
+    [[ -n $cdeb ]] || fail "cpack made no ember-cuda_*.deb"
+    dpkg-deb -c "$cdeb" | grep -q '/libember-cuda.so$' || fail "$cdeb lacks libember-cuda.so"
+    echo "    $(basename "$cdeb"): libember-cuda.so, Depends: $(dpkg-deb -f "$cdeb" Depends)"
+  fi
 else
   echo "--- cpack -G DEB: skipped (cpack, dpkg-deb or dpkg-shlibdeps missing)"
 fi
