@@ -67,7 +67,7 @@ grep -qx ember_generate <<< "$syms" || fail "libember.so does not export ember_g
 echo "    exports $(wc -l <<< "$syms") symbols, all ember_*"
 runpath=$(readelf -d "$prefix/bin/ember" | sed -n 's/.*(R.*PATH).*\[\(.*\)\]/\1/p')
 echo "    bin/ember RUNPATH: $runpath"
-[[ $runpath == '$ORIGIN/../'* ]] || fail "bin/ember has no \$ORIGIN RUNPATH"
+[[ $runpath == "\$ORIGIN/../"* ]] || fail "bin/ember has no \$ORIGIN RUNPATH"
 
 step "installed ember convert models/shakespeare_char.pt"
 run_logged "ember convert" "$prefix/bin/ember" convert "$src/models/shakespeare_char.pt" \
@@ -136,8 +136,9 @@ echo "    $(head -1 "$log")"
 if command -v cpack > /dev/null && command -v dpkg-deb > /dev/null && command -v dpkg-shlibdeps > /dev/null; then
   step "cpack -G DEB"
   run_logged "cpack -G DEB" cpack -G DEB --config "$build/CPackConfig.cmake" -B "$tmp/deb"
-  deb=$(ls "$tmp"/deb/ember_*.deb 2> /dev/null | head -1)
-  [[ -n $deb ]] || fail "cpack made no ember_*.deb"
+  debs=("$tmp"/deb/ember_*.deb)
+  deb=${debs[0]}
+  [[ -f $deb ]] || fail "cpack made no ember_*.deb"
   dpkg-deb -I "$deb" > "$log" || fail "dpkg-deb -I"
   depends=$(sed -n 's/^ Depends: //p' "$log")
   [[ $depends == *libc6* && $depends == *libxxhash0* ]] || fail "$deb Depends: '$depends'"
@@ -149,8 +150,9 @@ if command -v cpack > /dev/null && command -v dpkg-deb > /dev/null && command -v
   done
   echo "    holds bin/ember, bin/ember-console, ember.h, libember.a, libember.so, ember.pc, the CMake package"
   if [[ -f $libdir/libember-cuda.so ]]; then
-    cdeb=$(ls "$tmp"/deb/ember-cuda_*.deb 2> /dev/null | head -1)
-    [[ -n $cdeb ]] || fail "cpack made no ember-cuda_*.deb"
+    debs=("$tmp"/deb/ember-cuda_*.deb)
+    cdeb=${debs[0]}
+    [[ -f $cdeb ]] || fail "cpack made no ember-cuda_*.deb"
     dpkg-deb -c "$cdeb" | grep -q '/libember-cuda.so$' || fail "$cdeb lacks libember-cuda.so"
     echo "    $(basename "$cdeb"): libember-cuda.so, Depends: $(dpkg-deb -f "$cdeb" Depends)"
   fi
