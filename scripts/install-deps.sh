@@ -12,7 +12,8 @@ pkgs=(cmake g++ make pkg-config
       nlohmann-json3-dev                        # safetensors header, model_args, fixtures
       libzip-dev zlib1g-dev                     # PyTorch zip checkpoints
       libxxhash-dev                             # .ember data checksum
-      libssl-dev)                               # SHA-256 (provenance, flashing)
+      libssl-dev                                # SHA-256 (provenance, flashing)
+      binutils dpkg-dev)                        # readelf (linking tests); cpack -G DEB's dpkg-shlibdeps (install test)
 if [[ "${1:-}" == "--tools" ]]; then
   pkgs+=(python3 python3-torch libopenblas0-pthread unicode-data)
 fi
