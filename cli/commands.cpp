@@ -41,7 +41,7 @@ int cmd_convert(const convert::ConvertOptions& opts) {
     return 0;
 }
 
-int cmd_info(const std::string& model_path) {
+int cmd_info(const std::string& model_path, int threads_requested) {
     auto model = Model::open(model_path, /*require_checksum=*/false);
     const ModelConfig& c = model->config();
     std::printf("file: %s (%zu bytes)\n", model_path.c_str(), model->file_bytes());
@@ -73,7 +73,7 @@ int cmd_info(const std::string& model_path) {
         std::printf("%-22s %-14s %-5s %6s %10llu\n", t.name.c_str(), shape.c_str(), t.dtype.c_str(),
                     t.group_size ? std::to_string(t.group_size).c_str() : "-", static_cast<unsigned long long>(t.bytes));
     }
-    const int threads = kernels::ThreadPool::default_threads();
+    const int threads = resolve_threads(threads_requested);
     const MemoryPlan gen = plan_memory(*model, threads, false);
     const MemoryPlan ev = plan_memory(*model, threads, true);
     std::printf("weights: %zu bytes; arena: %zu bytes to generate, %zu bytes to eval (%d threads)\n", model->weight_bytes(),

@@ -12,7 +12,7 @@
 namespace ember::cli {
 
 int cmd_convert(const convert::ConvertOptions& opts);
-int cmd_info(const std::string& model_path);
+int cmd_info(const std::string& model_path, int threads = 0);  // threads: the arena's plan (0 = all cores)
 
 struct GenerateArgs {
     std::string model;

@@ -40,6 +40,8 @@ int main(int argc, char** argv) {
     std::string info_model;
     auto* i = app.add_subcommand("info", "print a model's configuration, tokenizer, tensors, checksum");
     i->add_option("model", info_model, ".ember file")->required();
+    int info_threads = 0;
+    i->add_option("--threads", info_threads, "threads the arena is planned for (0 = all cores)")->capture_default_str()->check(CLI::Range(0, 256));
 
     cli::GenerateArgs gen;
     auto* g = app.add_subcommand("generate", "generate text, streamed to stdout");
@@ -138,7 +140,7 @@ int main(int argc, char** argv) {
                 conv.arch = convert::parse_arch(arch);
                 return cli::cmd_convert(conv);
             }
-            if (*i) return cli::cmd_info(info_model);
+            if (*i) return cli::cmd_info(info_model, info_threads);
             if (*g) return cli::cmd_generate(gen);
             if (*e) return cli::cmd_eval(ev);
             if (*b) return cli::cmd_bench(be);

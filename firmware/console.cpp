@@ -173,7 +173,14 @@ void Console::dispatch(const Command& c) {
         case CommandKind::Set: return cmd_set(c);
         case CommandKind::Info: return cmd_info();
         case CommandKind::Models: return cmd_models();
-        case CommandKind::Load: return cmd_load(c.name, true);
+        case CommandKind::Load:
+            try {
+                return cmd_load(c.name, true);
+            } catch (const Error& e) {  // as at start-up: every refusal names the command and the model
+                const std::string m = e.what();
+                if (m.rfind("load", 0) == 0) throw;
+                fail("load ", c.name, ": ", m);
+            }
         case CommandKind::Eval: return cmd_eval(c);
         case CommandKind::Flash: return cmd_flash();
         case CommandKind::Finetune: return cmd_finetune(c);

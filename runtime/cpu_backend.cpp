@@ -83,8 +83,8 @@ CpuBackend::CpuBackend(const Model& model, const SessionOptions& opts)
         if (reinterpret_cast<uintptr_t>(opts.arena) % kDataAlignment != 0)
             fail("the arena at ", opts.arena, " is not aligned to ", kDataAlignment, " bytes");
         if (opts.arena_bytes < plan_.total)
-            fail("the arena of ", opts.arena_bytes, " bytes is too small: a session of ", printable(model.path(), 200), " with ", pool_.size(),
-                 " threads needs ", plan_.total, " bytes");
+            fail("the arena of ", opts.arena_bytes, " bytes is too small: a session of ", printable(model.path(), 200), " on ", pool_.size(),
+                 pool_.size() == 1 ? " thread" : " threads", " needs ", plan_.total, " bytes");
         arena_ = static_cast<uint8_t*>(opts.arena);
     } else {
         check_plan_fits(plan_, model, opts.memory_limit);

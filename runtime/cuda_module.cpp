@@ -3,6 +3,7 @@
 #include <dlfcn.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <vector>
 
@@ -45,15 +46,22 @@ std::string dir_of(const std::string& path) {
 // open module returns its handle at once).
 const CudaModuleApi* load_module(std::string* why) {
     std::vector<std::string> candidates;
-    if (const char* env = std::getenv("EMBER_CUDA_MODULE"); env && *env) {
+    const char* env = std::getenv("EMBER_CUDA_MODULE");
+    const bool from_env = env && *env;
+    if (from_env) {
+        if (!exists(env)) {
+            *why = std::string("EMBER_CUDA_MODULE=") + env + ": no such file";
+            return nullptr;
+        }
         candidates.push_back(env);
     } else {
         Dl_info info{};
         if (dladdr(reinterpret_cast<void*>(&load_module), &info) && info.dli_fname && *info.dli_fname) {
             const std::string d = dir_of(info.dli_fname);
-            candidates.push_back(d + "/" + kCudaModuleFile);
-            candidates.push_back(d + "/../lib/" + kCudaModuleFile);
-            candidates.push_back(d + "/../" EMBER_INSTALL_LIBDIR "/" + kCudaModuleFile);
+            for (const std::string& c : {d + "/" + kCudaModuleFile, d + "/../lib/" + kCudaModuleFile,
+                                         d + "/../" EMBER_INSTALL_LIBDIR "/" + kCudaModuleFile}) {
+                if (std::find(candidates.begin(), candidates.end(), c) == candidates.end()) candidates.push_back(c);
+            }
         }
     }
     std::string tried;
@@ -80,7 +88,7 @@ const CudaModuleApi* load_module(std::string* why) {
         }
         return api;
     }
-    if (!std::getenv("EMBER_CUDA_MODULE") || !*std::getenv("EMBER_CUDA_MODULE")) {
+    if (!from_env) {
         if (void* h = dlopen(kCudaModuleFile, RTLD_NOW | RTLD_LOCAL)) {  // the loader's search path
             auto fn = reinterpret_cast<EmberCudaModuleFn>(dlsym(h, kCudaModuleSymbol));
             const CudaModuleApi* api = fn ? fn() : nullptr;
@@ -97,7 +105,12 @@ const CudaModuleApi* load_module(std::string* why) {
 const CudaModuleApi& require_module() {
     std::string why;
     const CudaModuleApi* api = load_module(&why);
-    if (!api) fail("the CUDA backend module cannot be loaded: ", why, "; ember builds it when nvcc is found (-DEMBER_CUDA=ON); use --backend cpu");
+    if (!api) {
+        const char* env = std::getenv("EMBER_CUDA_MODULE");
+        fail("the CUDA backend module cannot be loaded: ", why,
+             env && *env ? "; unset EMBER_CUDA_MODULE or point it at libember-cuda.so" : "; ember builds it when nvcc is found (-DEMBER_CUDA=ON)",
+             "; use --backend cpu");
+    }
     return *api;
 }
 

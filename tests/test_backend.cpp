@@ -102,8 +102,8 @@ TEST_CASE("make_session: cpu gives the CPU backend, auto without a GPU is the CP
         CHECK_FALSE(cuda_available());
         CHECK(std::string(make_session(*model, so, BackendKind::Auto)->backend().name()) == "cpu");
         CHECK_THROWS_WITH_AS(make_session(*model, so, BackendKind::Cuda),
-                             "the CUDA backend module cannot be loaded: libember-cuda.so not found (looked in /nonexistent/libember-cuda.so); "
-                             "ember builds it when nvcc is found (-DEMBER_CUDA=ON); use --backend cpu",
+                             "the CUDA backend module cannot be loaded: EMBER_CUDA_MODULE=/nonexistent/libember-cuda.so: no such file; "
+                             "unset EMBER_CUDA_MODULE or point it at libember-cuda.so; use --backend cpu",
                              Error);
     }
     {  // a file that is no module: cuda says why

@@ -127,8 +127,8 @@ TEST_CASE("linking: the CUDA module carries cuBLASLt, without a GPU cuda is one 
         CAPTURE(err);
         CHECK(status == 1);
         CHECK(err ==
-              "ember: error: the CUDA backend module cannot be loaded: libember-cuda.so not found (looked in "
-              "/nonexistent/libember-cuda.so); ember builds it when nvcc is found (-DEMBER_CUDA=ON); use --backend cpu\n");
+              "ember: error: the CUDA backend module cannot be loaded: EMBER_CUDA_MODULE=/nonexistent/libember-cuda.so: no such file; "
+              "unset EMBER_CUDA_MODULE or point it at libember-cuda.so; use --backend cpu\n");
     }
     if (!gpu_device_node()) {
         // auto: the CPU, and the dynamic loader never opens a CUDA library (LD_DEBUG goes to stderr).

@@ -30,7 +30,7 @@ extern "C" {
 #define EMBER_ERROR 1
 
 /* The caller's arena must be aligned to this many bytes (alignas(EMBER_ARENA_ALIGNMENT)), and
- * so must the bytes given to ember_model_open_memory. */
+ * so must the model bytes given to ember_model_open_memory (its tensors are used in place). */
 #define EMBER_ARENA_ALIGNMENT 64
 
 typedef struct ember_model ember_model;
@@ -42,13 +42,14 @@ const char* ember_version(void);
 /* Opens and verifies the .ember file at `path` (mapped read-only). */
 int ember_model_open(const char* path, ember_model** out, char* err, size_t err_size);
 /* Verifies and uses `size` bytes at `data` in place: they must stay valid and unchanged until
- * ember_model_close, and be aligned to EMBER_ARENA_ALIGNMENT. `name` (may be NULL) names the
- * model in error messages. */
+ * ember_model_close, and be aligned to EMBER_ARENA_ALIGNMENT. `size` may exceed the file (bytes
+ * past the model's data section are ignored, as in a flash partition); less is refused as
+ * truncated. `name` (may be NULL) names the model in error messages. */
 int ember_model_open_memory(const void* data, size_t size, const char* name, ember_model** out, char* err, size_t err_size);
 /* Closes a model (NULL is ignored). Its sessions must be destroyed first. */
 void ember_model_close(ember_model* model);
 
-/* What the file's configuration says (DESIGN.md names). */
+/* What the file's configuration says (the names of nanoGPT's GPTConfig). */
 typedef struct ember_model_info {
     int n_layer, n_head, n_embd, block_size;
     int vocab_size;      /* rows of wte (padding included) */
@@ -57,7 +58,7 @@ typedef struct ember_model_info {
 } ember_model_info;
 int ember_model_get_info(const ember_model* model, ember_model_info* out, char* err, size_t err_size);
 
-/* Context policies once a sequence outgrows block_size (README "Context policies"). */
+/* Context policies, for a sequence longer than block_size: */
 #define EMBER_CONTEXT_EXACT 0 /* recompute the last block_size tokens each step: gpt.py's generate */
 #define EMBER_CONTEXT_SHIFT 1 /* keep the newest half, recompute it, go on appending */
 #define EMBER_CONTEXT_RING 2  /* overwrite the oldest KV slot, keep stale K/V (approximate, O(1)) */
@@ -68,8 +69,12 @@ typedef struct ember_session_options {
 } ember_session_options;
 void ember_session_options_default(ember_session_options* opts); /* threads 0, exact */
 
-/* Bytes of arena a session of `model` with `opts` needs (the CPU backend), alignment included:
- * pass a buffer of at least this size, aligned to EMBER_ARENA_ALIGNMENT, to ember_session_create. */
+/* Bytes of arena a session of `model` with `opts` needs (the CPU backend): pass a buffer of at
+ * least this many bytes, itself aligned to EMBER_ARENA_ALIGNMENT, to ember_session_create (the
+ * figure is a multiple of the alignment, so no padding is to be added). It grows with the thread
+ * count (each thread has a row of attention scores, block_size floats): threads 0 means this
+ * machine's cores, so a static arena sized on one machine is sized with an explicit count.
+ * `ember info MODEL --threads N` prints the same figure ("arena: N bytes to generate"). */
 int ember_session_arena_bytes(const ember_model* model, const ember_session_options* opts, size_t* out, char* err, size_t err_size);
 
 /* Creates a session on the CPU backend. arena NULL: the session allocates its arena itself
@@ -90,7 +95,8 @@ typedef struct ember_sampling {
 void ember_sampling_default(ember_sampling* s); /* temperature 1, top_k 0, top_p 1, seed 1337 */
 
 /* Starts a new sequence from `prompt` (UTF-8; NULL or "" starts from the tokenizer's start id,
- * as `ember generate` without -p). Fails on text the tokenizer cannot encode (a character
+ * as `ember generate` without -p). The prompt's text is not passed to the callback of
+ * ember_generate: print it yourself if it is to be seen (ember generate prints it first). Fails on text the tokenizer cannot encode (a character
  * outside a char model's vocabulary is named); a failed prefill leaves no sequence. */
 int ember_prefill(ember_session* session, const char* prompt, char* err, size_t err_size);
 
@@ -101,7 +107,7 @@ int ember_prefill(ember_session* session, const char* prompt, char* err, size_t 
 typedef int (*ember_token_callback)(const char* text, size_t len, void* user);
 
 /* Samples up to n_tokens tokens after the sequence ember_prefill started, each from the
- * logits after the one before, and calls on_token with their text. *made (may be NULL)
+ * logits after the one before, and calls on_token (may be NULL) with their text. *made (may be NULL)
  * receives the number sampled. One ember_generate per ember_prefill: the next text starts
  * with ember_prefill again. Invalid arguments (negative temperature, top_p outside (0, 1],
  * n_tokens < 0) are refused before anything runs and leave the sequence to generate from. */
