@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <vector>
 
+#include "kernels/cpu/linear.h"
 #include "runtime/cpu_backend.h"
 #include "runtime/cuda_module.h"
 #include "runtime/session.h"
@@ -198,9 +199,14 @@ int cmd_bench(const BenchArgs& a) {
         dev = cuda_device_info();
         if (dev.peak_bytes_per_s > 0) share = static_cast<double>(model->weight_bytes()) * d / dev.peak_bytes_per_s;
     }
+    // The CPU linear kernels chosen by the CPU's features (and EMBER_CPU_KERNELS).
+    const std::string kernels = std::string(kernels::linear_kernel_name(kernels::WType::F32)) + ", " +
+                                kernels::linear_kernel_name(kernels::WType::F16) + ", " +
+                                kernels::linear_kernel_name(kernels::WType::I8);
     if (a.json) {
         nlohmann::json j{{"engine", "ember"}, {"backend", backend.name()}, {"threads", threads}, {"prefill_tok_s", p},
                          {"decode_tok_s", d}, {"prefill_tokens", n_prefill}, {"decode_tokens", steps}, {"block_size", c.block_size}, {"weight_bytes", model->weight_bytes()}};
+        if (!gpu) j["kernels"] = kernels;
         if (gpu) {
             j["device"] = dev.name;
             j["peak_bytes_per_s"] = dev.peak_bytes_per_s;
@@ -215,7 +221,7 @@ int cmd_bench(const BenchArgs& a) {
             std::printf("backend: cuda, %s (sm_%d%d, %.0f GB/s peak from the memory clock and bus width)\n", dev.name.c_str(), dev.major,
                         dev.minor, dev.peak_bytes_per_s / 1e9);
         } else {
-            std::printf("backend: cpu\nthreads: %d\n", threads);
+            std::printf("backend: cpu\nthreads: %d\nkernels: %s\n", threads, kernels.c_str());
         }
         if (!backend.describe().empty()) std::printf("%s\n", backend.describe().c_str());
         std::printf("prefill: %.0f tokens/s (window of %d, median of %d)\n", p, n_prefill, a.runs);
