@@ -87,7 +87,7 @@ std::vector<CpuLevel> levels_to_test() {
         if (cpu_level_supported(l, cpu)) {
             out.push_back(l);
         } else {
-            MESSAGE("skipped: this CPU lacks the " << cpu_level_name(l) << " kernels");
+            MESSAGE("skipped: this CPU lacks the " << std::string(cpu_level_name(l)) << " kernels");
         }
     }
     return out;
@@ -110,7 +110,8 @@ TEST_CASE("linear: every kernel variant this CPU runs matches the plain referenc
     ThreadPool pool(2);
     for (CpuLevel level : levels_to_test()) {
         for (const Case& c : kCases) {
-            CAPTURE(cpu_level_name(level));
+            const std::string level_name = cpu_level_name(level);
+            CAPTURE(level_name);
             CAPTURE(c.T);
             CAPTURE(c.K);
             CAPTURE(c.N);
@@ -186,7 +187,8 @@ TEST_CASE("linear int8: signed x signed extremes (-128 in W, +-127 in x) give th
         }
     }
     for (CpuLevel level : levels_to_test()) {
-        CAPTURE(cpu_level_name(level));
+        const std::string level_name = cpu_level_name(level);
+        CAPTURE(level_name);
         std::vector<float> y(exact.size());
         linear_at(level, x.data(), T, v, nullptr, y.data(), scratch, pool);
         for (size_t i = 0; i < y.size(); ++i) CHECK(y[i] == doctest::Approx(exact[i]).epsilon(1e-6));
