@@ -20,10 +20,12 @@ CpuFeatures detect_cpu_features() {
     CpuFeatures f;
 #ifdef EMBER_X86
     __builtin_cpu_init();
-    f.avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
-    // AVX-VNNI: CPUID.(EAX=7, ECX=1):EAX bit 4 (clang 14's __builtin_cpu_supports lacks "avxvnni");
-    // its YMM state is that of AVX2, which the avx2 check above covers.
+    // F16C (CPUID.1:ECX bit 29) and AVX-VNNI (CPUID.(EAX=7, ECX=1):EAX bit 4) straight from
+    // CPUID: clang 14's __builtin_cpu_supports knows neither. Both use the YMM state, whose
+    // OS support the "avx2" check covers.
     unsigned a = 0, b = 0, c = 0, d = 0;
+    const bool f16c = __get_cpuid(1, &a, &b, &c, &d) != 0 && (c & (1u << 29)) != 0;
+    f.avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && f16c;
     const bool leaf7_1 = __get_cpuid_count(7, 1, &a, &b, &c, &d) != 0;
     f.avx_vnni = f.avx2 && leaf7_1 && (a & (1u << 4)) != 0;
     f.avx512_vnni = f.avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&

@@ -25,6 +25,33 @@ inline float hsum(__m256 v) {
 
 inline __m256i load32(const int8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
 
+// The part of a group past its last whole 32-byte chunk (short groups, K or the group size
+// not a multiple of 32), R rows of W (stride K): tail[r] += x_scale * w_scale[r * gpr] * x . w_r.
+template <int R>
+void add_tail(const int8_t* x, const int8_t* w, int K, int k, int end, float x_scale, const float* w_scale, int gpr,
+              float* tail) {
+    for (int r = 0; r < R; ++r) {
+        int s = 0;
+        for (int i = k; i < end; ++i) s += x[i] * w[static_cast<size_t>(r) * K + i];
+        tail[r] += static_cast<float>(s) * x_scale * w_scale[static_cast<size_t>(r) * gpr];
+    }
+}
+
+// y[0..R) = horizontal sums of acc[0..R) + tail + bias (bias may be null).
+template <int R>
+void store_rows(const __m256* acc, const float* tail, const float* bias, float* y) {
+    if constexpr (R == 4) {
+        const __m256 h = _mm256_hadd_ps(_mm256_hadd_ps(acc[0], acc[1]), _mm256_hadd_ps(acc[2], acc[3]));
+        __m128 v = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+        v = _mm_add_ps(v, _mm_loadu_ps(tail));
+        if (bias) v = _mm_add_ps(v, _mm_loadu_ps(bias));
+        _mm_storeu_ps(y, v);
+    } else {
+        for (int r = 0; r < R; ++r) y[r] = hsum(acc[r]) + tail[r] + (bias ? bias[r] : 0.0f);
+    }
+}
+
+// R rows of W (from row n) against every row of x: x loaded once per chunk for R rows.
 template <int R>
 void i8_block(const Args& a, int n) {
     const int K = a.K, group = a.group, gpr = a.gpr;
@@ -40,8 +67,7 @@ void i8_block(const Args& a, int n) {
         for (int g = 0; g < gpr; ++g) {
             const int end = min_int(K, (g + 1) * group);
             __m256i s[R];
-            int it[R];
-            for (int r = 0; r < R; ++r) s[r] = _mm256_setzero_si256(), it[r] = 0;
+            for (int r = 0; r < R; ++r) s[r] = _mm256_setzero_si256();
             __m256i surplus = _mm256_setzero_si256();  // 128 * sum(x), in 8 lanes
             int k = g * group;
             for (; k + 32 <= end; k += 32) {
@@ -52,18 +78,13 @@ void i8_block(const Args& a, int n) {
                     s[r] = _mm256_dpbusd_avx_epi32(s[r], vw, vx);
                 }
             }
-            for (; k < end; ++k) {
-                for (int r = 0; r < R; ++r) it[r] += x[k] * w[static_cast<size_t>(r) * K + k];
-            }
             for (int r = 0; r < R; ++r) {
                 const float scale = xs[g] * ws[static_cast<size_t>(r) * gpr + g];
-                const __m256 d = _mm256_cvtepi32_ps(_mm256_sub_epi32(s[r], surplus));
-                acc[r] = _mm256_fmadd_ps(d, _mm256_set1_ps(scale), acc[r]);
-                tail[r] += static_cast<float>(it[r]) * scale;
+                acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(s[r], surplus)), _mm256_set1_ps(scale), acc[r]);
             }
+            if (k < end) add_tail<R>(x, w, K, k, end, xs[g], ws + g, gpr, tail);
         }
-        float* y = a.y + static_cast<size_t>(t) * a.N + n;
-        for (int r = 0; r < R; ++r) y[r] = hsum(acc[r]) + tail[r] + (a.bias ? a.bias[n + r] : 0.0f);
+        store_rows<R>(acc, tail, a.bias ? a.bias + n : nullptr, a.y + static_cast<size_t>(t) * a.N + n);
     }
 }
 

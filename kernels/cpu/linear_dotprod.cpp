@@ -11,6 +11,32 @@ namespace {
 
 inline int min_int(int a, int b) { return a < b ? a : b; }
 
+// The part of a group past its last whole 16-byte chunk (short groups, K or the group size
+// not a multiple of 16), R rows of W (stride K): tail[r] += x_scale * w_scale[r * gpr] * x . w_r.
+template <int R>
+void add_tail(const int8_t* x, const int8_t* w, int K, int k, int end, float x_scale, const float* w_scale, int gpr,
+              float* tail) {
+    for (int r = 0; r < R; ++r) {
+        int s = 0;
+        for (int i = k; i < end; ++i) s += x[i] * w[static_cast<size_t>(r) * K + i];
+        tail[r] += static_cast<float>(s) * x_scale * w_scale[static_cast<size_t>(r) * gpr];
+    }
+}
+
+// y[0..R) = horizontal sums of acc[0..R) + tail + bias (bias may be null).
+template <int R>
+void store_rows(const float32x4_t* acc, const float* tail, const float* bias, float* y) {
+    if constexpr (R == 4) {
+        float32x4_t v = vpaddq_f32(vpaddq_f32(acc[0], acc[1]), vpaddq_f32(acc[2], acc[3]));
+        v = vaddq_f32(v, vld1q_f32(tail));
+        if (bias) v = vaddq_f32(v, vld1q_f32(bias));
+        vst1q_f32(y, v);
+    } else {
+        for (int r = 0; r < R; ++r) y[r] = vaddvq_f32(acc[r]) + tail[r] + (bias ? bias[r] : 0.0f);
+    }
+}
+
+// R rows of W (from row n) against every row of x: x loaded once per chunk for R rows.
 template <int R>
 void i8_block(const Args& a, int n) {
     const int K = a.K, group = a.group, gpr = a.gpr;
@@ -25,24 +51,19 @@ void i8_block(const Args& a, int n) {
         for (int g = 0; g < gpr; ++g) {
             const int end = min_int(K, (g + 1) * group);
             int32x4_t s[R];
-            int it[R];
-            for (int r = 0; r < R; ++r) s[r] = vdupq_n_s32(0), it[r] = 0;
+            for (int r = 0; r < R; ++r) s[r] = vdupq_n_s32(0);
             int k = g * group;
             for (; k + 16 <= end; k += 16) {
                 const int8x16_t vx = vld1q_s8(x + k);
                 for (int r = 0; r < R; ++r) s[r] = vdotq_s32(s[r], vx, vld1q_s8(w + static_cast<size_t>(r) * K + k));
             }
-            for (; k < end; ++k) {
-                for (int r = 0; r < R; ++r) it[r] += x[k] * w[static_cast<size_t>(r) * K + k];
-            }
             for (int r = 0; r < R; ++r) {
                 const float scale = xs[g] * ws[static_cast<size_t>(r) * gpr + g];
                 acc[r] = vfmaq_n_f32(acc[r], vcvtq_f32_s32(s[r]), scale);
-                tail[r] += static_cast<float>(it[r]) * scale;
             }
+            if (k < end) add_tail<R>(x, w, K, k, end, xs[g], ws + g, gpr, tail);
         }
-        float* y = a.y + static_cast<size_t>(t) * a.N + n;
-        for (int r = 0; r < R; ++r) y[r] = vaddvq_f32(acc[r]) + tail[r] + (a.bias ? a.bias[n + r] : 0.0f);
+        store_rows<R>(acc, tail, a.bias ? a.bias + n : nullptr, a.y + static_cast<size_t>(t) * a.N + n);
     }
 }
 
