@@ -120,7 +120,7 @@ const Kernels& kernels_in_use() {
 }
 
 const Kernels& kernels_at(CpuLevel level) {
-    // One table per level, built once; `level` is clamped to what this CPU runs first.
+    // One table per level, built once; `level` is first clamped to what this CPU runs.
     static const Kernels table[] = {kernels_for(CpuLevel::Plain),   kernels_for(CpuLevel::Avx2),
                                     kernels_for(CpuLevel::AvxVnni), kernels_for(CpuLevel::Avx512),
                                     kernels_for(CpuLevel::Neon),    kernels_for(CpuLevel::Dotprod)};
