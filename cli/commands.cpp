@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <vector>
 
+#include "kernels/cpu/linear.h"
 #include "runtime/cpu_backend.h"
 #include "runtime/cuda_module.h"
 #include "runtime/session.h"
@@ -153,18 +154,22 @@ int cmd_bench(const BenchArgs& a) {
     SamplerOptions greedy;
     greedy.temperature = 0.0f;
     Sampler sampler(greedy, c.tokenizer_size, session->sampler_probs(), session->sampler_ids());
-    std::vector<int> window(c.block_size);
-    for (int i = 0; i < c.block_size; ++i) window[i] = (i * 7 + 3) % c.tokenizer_size;
+    const int n_prefill = a.prompt > 0 ? a.prompt : c.block_size;
+    const int steps = a.tokens > 0 ? a.tokens : c.block_size - 1;
+    if (n_prefill > c.block_size) throw Error("bench: -p " + std::to_string(n_prefill) + " exceeds block_size " + std::to_string(c.block_size));
+    if (steps > c.block_size - 1) throw Error("bench: -n " + std::to_string(steps) + " exceeds block_size - 1 = " + std::to_string(c.block_size - 1));
+    std::vector<int> window(n_prefill);
+    for (int i = 0; i < n_prefill; ++i) window[i] = (i * 7 + 3) % c.tokenizer_size;
 
-    // Prefill: one full window of block_size tokens. CPU: forward_window (logits of every
+    // Prefill: one window of n_prefill tokens (default block_size). CPU: forward_window (logits of every
     // row). CUDA: reset + append (the prompt path, last-row logits), so that copying
     // [block_size, V] logits to the host is not counted as prefill.
     auto prefill_once = [&] {
         if (gpu) {
             session->reset();
-            session->append(window.data(), c.block_size);
+            session->append(window.data(), n_prefill);
         } else {
-            session->forward_window(window.data(), c.block_size);
+            session->forward_window(window.data(), n_prefill);
         }
     };
     std::vector<double> prefill, decode;
@@ -172,10 +177,9 @@ int cmd_bench(const BenchArgs& a) {
     for (int r = 0; r < a.runs; ++r) {
         const auto t0 = std::chrono::steady_clock::now();
         prefill_once();
-        prefill.push_back(c.block_size / seconds_since(t0));
+        prefill.push_back(n_prefill / seconds_since(t0));
     }
-    // Decode: from one token, block_size - 1 new tokens (within the KV cache), greedy.
-    const int steps = c.block_size - 1;
+    // Decode: from one token, `steps` new tokens (within the KV cache), greedy.
     for (int r = 0; r <= a.runs; ++r) {
         session->reset();
         int id = 0;
@@ -195,9 +199,14 @@ int cmd_bench(const BenchArgs& a) {
         dev = cuda_device_info();
         if (dev.peak_bytes_per_s > 0) share = static_cast<double>(model->weight_bytes()) * d / dev.peak_bytes_per_s;
     }
+    // The CPU linear kernels chosen by the CPU's features (and EMBER_CPU_KERNELS).
+    const std::string kernels = std::string(kernels::linear_kernel_name(kernels::WType::F32)) + ", " +
+                                kernels::linear_kernel_name(kernels::WType::F16) + ", " +
+                                kernels::linear_kernel_name(kernels::WType::I8);
     if (a.json) {
         nlohmann::json j{{"engine", "ember"}, {"backend", backend.name()}, {"threads", threads}, {"prefill_tok_s", p},
-                         {"decode_tok_s", d}, {"block_size", c.block_size}, {"weight_bytes", model->weight_bytes()}};
+                         {"decode_tok_s", d}, {"prefill_tokens", n_prefill}, {"decode_tokens", steps}, {"block_size", c.block_size}, {"weight_bytes", model->weight_bytes()}};
+        if (!gpu) j["kernels"] = kernels;
         if (gpu) {
             j["device"] = dev.name;
             j["peak_bytes_per_s"] = dev.peak_bytes_per_s;
@@ -212,10 +221,10 @@ int cmd_bench(const BenchArgs& a) {
             std::printf("backend: cuda, %s (sm_%d%d, %.0f GB/s peak from the memory clock and bus width)\n", dev.name.c_str(), dev.major,
                         dev.minor, dev.peak_bytes_per_s / 1e9);
         } else {
-            std::printf("backend: cpu\nthreads: %d\n", threads);
+            std::printf("backend: cpu\nthreads: %d\nkernels: %s\n", threads, kernels.c_str());
         }
         if (!backend.describe().empty()) std::printf("%s\n", backend.describe().c_str());
-        std::printf("prefill: %.0f tokens/s (window of %d, median of %d)\n", p, c.block_size, a.runs);
+        std::printf("prefill: %.0f tokens/s (window of %d, median of %d)\n", p, n_prefill, a.runs);
         std::printf("decode:  %.0f tokens/s (%d tokens within block_size, median of %d)\n", d, steps, a.runs);
         if (gpu) {
             std::printf("decode bandwidth: %.1f%% of peak (%zu weight bytes per token x %.0f tokens/s / %.0f GB/s)\n", 100.0 * share,

@@ -41,6 +41,8 @@ struct BenchArgs {
     std::string model;
     int threads = 0;
     int runs = 5;
+    int prompt = 0;  // -p: prefill tokens, 1..block_size (0 = block_size)
+    int tokens = 0;  // -n: decode tokens, 1..block_size - 1 (0 = block_size - 1)
     bool json = false;
     std::string backend = "auto";
 };

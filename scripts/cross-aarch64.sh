@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the device part (kernels, runtime, firmware: ember-console and ember_firmware_tests)
 # for aarch64, the Jetson's CPU, with Debian's cross toolchain, CPU only, and runs the device
-# tests under qemu-user. Installs what is missing: g++-aarch64-linux-gnu, qemu-user and the
+# tests under qemu-user (-cpu max, then the kernel tests again on a Cortex-A57, which lacks
+# dotprod). Installs what is missing: g++-aarch64-linux-gnu, qemu-user and the
 # arm64 libraries through multiarch.
 #   scripts/cross-aarch64.sh              build into build-aarch64/ and run the tests
 #   scripts/cross-aarch64.sh --no-tests   build only
@@ -28,6 +29,11 @@ cmake --build build-aarch64 -j "$(nproc)" >> build-aarch64.log 2>&1 || { tail -5
 file build-aarch64/firmware/ember-console 2>/dev/null || true
 echo "built: build-aarch64/firmware/ember-console"
 if [[ "${1:-}" != "--no-tests" ]]; then
-  echo "--- device tests under qemu-aarch64"
-  (cd build-aarch64 && ctest --output-on-failure)
+  echo "--- device tests under qemu-aarch64 -cpu max (NEON + dotprod)"
+  (cd build-aarch64 && QEMU_CPU=max ctest --output-on-failure)
+  # Again on a CPU without dotprod, so that the NEON int8 kernel runs too: the kernel variant
+  # tests and the runtime against PyTorch's logits only (well under a second).
+  echo "--- linear kernels and the runtime under qemu-aarch64 -cpu cortex-a57 (NEON, no dotprod)"
+  QEMU_CPU=cortex-a57 qemu-aarch64 build-aarch64/tests/firmware/ember_firmware_tests \
+    -tc='linear*,CPU levels*,device runtime*'
 fi

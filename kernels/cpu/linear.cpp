@@ -5,8 +5,7 @@
 #include <vector>
 
 #include "kernels/cpu/half.h"
-
-#include "kernels/cpu/simd.h"
+#include "kernels/cpu/linear_variants.h"
 
 namespace ember::kernels {
 
@@ -32,159 +31,126 @@ void linear_ref(const float* x, int T, const WeightView& w, const float* bias, f
 
 namespace {
 
-using simd::dot_f32;
-#ifdef EMBER_AVX2
-using simd::hsum;
-#endif
+using linear_detail::Args;
+using linear_detail::Kernels;
 
-float dot_f16(const float* a, const uint16_t* b, int n) {
-    int k = 0;
-    float acc = 0.0f;
-#ifdef EMBER_AVX2
-    __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
-    for (; k + 16 <= n; k += 16) {
-        const __m256 b0 = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + k)));
-        const __m256 b1 = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + k + 8)));
-        s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + k), b0, s0);
-        s1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + k + 8), b1, s1);
+// Plain kernels: scalar C++, the lowest level, and the fallback on every CPU.
+void f32_rows_plain(const Args& a, int n_begin, int n_end) {
+    for (int n = n_begin; n < n_end; ++n) {
+        const float* w = static_cast<const float*>(a.w) + static_cast<size_t>(n) * a.K;
+        for (int t = 0; t < a.T; ++t) {
+            const float* x = a.x + static_cast<size_t>(t) * a.K;
+            float acc = 0.0f;
+            for (int k = 0; k < a.K; ++k) acc += x[k] * w[k];
+            a.y[static_cast<size_t>(t) * a.N + n] = acc + (a.bias ? a.bias[n] : 0.0f);
+        }
     }
-    acc = hsum(_mm256_add_ps(s0, s1));
-#endif
-    for (; k < n; ++k) acc += a[k] * half_to_float(b[k]);
-    return acc;
 }
 
-// Integer dot product of one int8 group of length len.
-inline int32_t dot_i8_scalar(const int8_t* a, const int8_t* b, int len) {
-    int32_t s = 0;
-    for (int k = 0; k < len; ++k) s += static_cast<int32_t>(a[k]) * b[k];
-    return s;
+void f16_rows_plain(const Args& a, int n_begin, int n_end) {
+    for (int n = n_begin; n < n_end; ++n) {
+        const uint16_t* w = static_cast<const uint16_t*>(a.w) + static_cast<size_t>(n) * a.K;
+        for (int t = 0; t < a.T; ++t) {
+            const float* x = a.x + static_cast<size_t>(t) * a.K;
+            float acc = 0.0f;
+            for (int k = 0; k < a.K; ++k) acc += x[k] * half_to_float(w[k]);
+            a.y[static_cast<size_t>(t) * a.N + n] = acc + (a.bias ? a.bias[n] : 0.0f);
+        }
+    }
 }
 
-#ifdef EMBER_AVX2
-// Integer dot of one 32-byte chunk of x with one of w, as 8 int32 partial sums.
-inline __m256i dot32_i8(__m256i x, __m256i w) {
-    // maddubs needs an unsigned operand: |w| times x with w's sign.
-    const __m256i p16 = _mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(x, w));
-    return _mm256_madd_epi16(p16, _mm256_set1_epi16(1));
-}
-
-#endif
-
-// sum over groups of (xq . wq)_g * xs[g] * ws[g] for one row of W and one row of x.
-float dot_i8_groups(const int8_t* xq, const float* xs, const int8_t* wq, const float* ws, int K,
-                    int group) {
-    const int n_groups = (K + group - 1) / group;
-    float acc = 0.0f;
-#ifdef EMBER_AVX2
-    if (group % 32 == 0) {
-        __m256 vacc = _mm256_setzero_ps();
-        for (int g = 0; g < n_groups; ++g) {
-            const int begin = g * group;
-            const int len = std::min(group, K - begin);
-            const int8_t* a = xq + begin;
-            const int8_t* b = wq + begin;
-            __m256i isum = _mm256_setzero_si256();
-            int k = 0;
-            for (; k + 32 <= len; k += 32) {
-                isum = _mm256_add_epi32(isum, dot32_i8(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(a + k)),
-                                                       _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + k))));
+// y = sum over groups of (xq . wq)_g * xs[g] * ws[g], integer dot products per group.
+void i8_rows_plain(const Args& a, int n_begin, int n_end) {
+    for (int n = n_begin; n < n_end; ++n) {
+        const int8_t* w = static_cast<const int8_t*>(a.w) + static_cast<size_t>(n) * a.K;
+        const float* ws = a.wscales + static_cast<size_t>(n) * a.gpr;
+        for (int t = 0; t < a.T; ++t) {
+            const int8_t* x = a.xq + static_cast<size_t>(t) * a.K;
+            const float* xs = a.xs + static_cast<size_t>(t) * a.gpr;
+            float acc = 0.0f;
+            for (int g = 0; g < a.gpr; ++g) {
+                const int end = std::min(a.K, (g + 1) * a.group);
+                int32_t s = 0;
+                for (int k = g * a.group; k < end; ++k) s += static_cast<int32_t>(x[k]) * w[k];
+                acc += static_cast<float>(s) * xs[g] * ws[g];
             }
-            const __m256 scale = _mm256_set1_ps(xs[g] * ws[g]);
-            vacc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), scale, vacc);
-            if (k < len) acc += static_cast<float>(dot_i8_scalar(a + k, b + k, len - k)) * xs[g] * ws[g];
+            a.y[static_cast<size_t>(t) * a.N + n] = acc + (a.bias ? a.bias[n] : 0.0f);
         }
-        return acc + hsum(vacc);
     }
-#endif
-    for (int g = 0; g < n_groups; ++g) {
-        const int begin = g * group;
-        const int len = std::min(group, K - begin);
-        acc += static_cast<float>(dot_i8_scalar(xq + begin, wq + begin, len)) * xs[g] * ws[g];
-    }
-    return acc;
 }
-
-#ifdef EMBER_AVX2
-// Four rows of W against one row of x at once: x loaded once per chunk, four independent
-// accumulator chains. Requires group % 32 == 0 and K % group == 0 (no short groups).
-void dot_i8_rows4(const int8_t* xq, const float* xs, const int8_t* const w[4], const float* const ws[4], int K, int group,
-                  float out[4]) {
-    const int n_groups = K / group;
-    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps(), acc2 = _mm256_setzero_ps(), acc3 = _mm256_setzero_ps();
-    const int8_t *w0 = w[0], *w1 = w[1], *w2 = w[2], *w3 = w[3];
-    for (int g = 0; g < n_groups; ++g) {
-        __m256i s0 = _mm256_setzero_si256(), s1 = s0, s2 = s0, s3 = s0;
-        const int end = (g + 1) * group;
-        for (int k = g * group; k < end; k += 32) {
-            const __m256i vx = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + k));
-            s0 = _mm256_add_epi32(s0, dot32_i8(vx, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w0 + k))));
-            s1 = _mm256_add_epi32(s1, dot32_i8(vx, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w1 + k))));
-            s2 = _mm256_add_epi32(s2, dot32_i8(vx, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w2 + k))));
-            s3 = _mm256_add_epi32(s3, dot32_i8(vx, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w3 + k))));
-        }
-        const float sx = xs[g];
-        acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s0), _mm256_set1_ps(sx * ws[0][g]), acc0);
-        acc1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s1), _mm256_set1_ps(sx * ws[1][g]), acc1);
-        acc2 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s2), _mm256_set1_ps(sx * ws[2][g]), acc2);
-        acc3 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s3), _mm256_set1_ps(sx * ws[3][g]), acc3);
-    }
-    out[0] = hsum(acc0);
-    out[1] = hsum(acc1);
-    out[2] = hsum(acc2);
-    out[3] = hsum(acc3);
-}
-#endif
 
 // Symmetric int8 quantization of one row x [K] in groups: xs[g] = absmax / 127,
-// q = round_half_even(x / xs[g]) (the AVX2 path converts with the default rounding mode,
-// which is the same round-to-nearest-even as std::nearbyint).
-void quantize_row_i8(const float* x, int K, int group, int8_t* xq, float* xs) {
+// q = round_half_even(x / xs[g]) (std::nearbyint in the default rounding mode).
+void quantize_plain(const float* x, int K, int group, int8_t* xq, float* xs) {
     const int n_groups = (K + group - 1) / group;
     for (int g = 0; g < n_groups; ++g) {
         const int begin = g * group;
         const int end = std::min(K, begin + group);
-        int k = begin;
         float amax = 0.0f;
-#ifdef EMBER_AVX2
-        const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
-        __m256 vmax = _mm256_setzero_ps();
-        for (; k + 8 <= end; k += 8) vmax = _mm256_max_ps(vmax, _mm256_and_ps(_mm256_loadu_ps(x + k), abs_mask));
-        __m128 m = _mm_max_ps(_mm256_castps256_ps128(vmax), _mm256_extractf128_ps(vmax, 1));
-        m = _mm_max_ps(m, _mm_movehl_ps(m, m));
-        m = _mm_max_ss(m, _mm_movehdup_ps(m));
-        amax = _mm_cvtss_f32(m);
-#endif
-        for (; k < end; ++k) amax = std::max(amax, std::fabs(x[k]));
+        for (int k = begin; k < end; ++k) amax = std::max(amax, std::fabs(x[k]));
         const float inv = amax > 0.0f ? 127.0f / amax : 0.0f;
         xs[g] = amax / 127.0f;
-        k = begin;
-#ifdef EMBER_AVX2
-        const __m256 vinv = _mm256_set1_ps(inv);
-        for (; k + 8 <= end; k += 8) {
-            const __m256i i32 = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + k), vinv));
-            const __m128i i16 = _mm_packs_epi32(_mm256_castsi256_si128(i32), _mm256_extracti128_si256(i32, 1));
-            _mm_storel_epi64(reinterpret_cast<__m128i*>(xq + k), _mm_packs_epi16(i16, i16));
-        }
-#endif
-        for (; k < end; ++k) xq[k] = static_cast<int8_t>(std::nearbyint(x[k] * inv));
+        for (int k = begin; k < end; ++k) xq[k] = static_cast<int8_t>(std::nearbyint(x[k] * inv));
     }
 }
 
-constexpr int kRowGrain = 4;  // rows of W per unit of work: the int8 kernel takes four at a time
+// The kernels of each level; a level without its own kernel for a dtype uses the next lower.
+Kernels kernels_for(CpuLevel level) {
+    Kernels k{f32_rows_plain, f16_rows_plain, i8_rows_plain, quantize_plain, "f32: plain", "f16: plain", "int8: plain"};
+#if defined(__x86_64__) || defined(__i386__)
+    if (level == CpuLevel::Avx2 || level == CpuLevel::AvxVnni || level == CpuLevel::Avx512) {
+        using namespace linear_detail;
+        k = {f32_rows_avx2, f16_rows_avx2, i8_rows_avx2, quantize_avx2, "f32: avx2", "f16: avx2", "int8: avx2"};
+        if (level == CpuLevel::AvxVnni) k.i8 = i8_rows_avxvnni, k.i8_name = "int8: avx-vnni";
+        if (level == CpuLevel::Avx512) k.i8 = i8_rows_avx512, k.i8_name = "int8: avx512-vnni";
+    }
+#elif defined(__aarch64__)
+    if (level == CpuLevel::Neon || level == CpuLevel::Dotprod) {
+        using namespace linear_detail;
+        k = {f32_rows_neon, f16_rows_neon, i8_rows_neon, quantize_neon, "f32: neon", "f16: neon", "int8: neon"};
+        if (level == CpuLevel::Dotprod) k.i8 = i8_rows_dotprod, k.i8_name = "int8: dotprod";
+    }
+#endif
+    return k;
+}
 
-}  // namespace
+const Kernels& kernels_in_use() {
+    static const Kernels k = kernels_for(cpu_level());
+    return k;
+}
 
-void linear(const float* x, int T, const WeightView& w, const float* bias, float* y,
-            const LinearScratch& scratch, ThreadPool& pool) {
-    const int N = w.rows;
-    const int K = w.cols;
+const Kernels& kernels_at(CpuLevel level) {
+    // One table per level, built once; `level` is first clamped to what this CPU runs.
+    static const Kernels table[] = {kernels_for(CpuLevel::Plain),   kernels_for(CpuLevel::Avx2),
+                                    kernels_for(CpuLevel::AvxVnni), kernels_for(CpuLevel::Avx512),
+                                    kernels_for(CpuLevel::Neon),    kernels_for(CpuLevel::Dotprod)};
+    static const CpuFeatures features = detect_cpu_features();
+    return table[static_cast<int>(cpu_level_clamp(level, features))];
+}
+
+constexpr int kRowGrain = 4;  // rows of W per unit of work: the int8 kernels take four at a time
+
+void run_linear(const Kernels& kern, const float* x, int T, const WeightView& w, const float* bias, float* y,
+                const LinearScratch& scratch, ThreadPool& pool) {
+    Args a;
+    a.x = x;
+    a.T = T;
+    a.K = w.cols;
+    a.N = w.rows;
+    a.w = w.data;
+    a.bias = bias;
+    a.y = y;
+    linear_detail::RowsFn rows = w.type == WType::F32 ? kern.f32 : kern.f16;
     if (w.type == WType::I8) {
-        const int gpr = w.groups_per_row();
+        a.wscales = w.scales;
+        a.group = w.group_size;
+        a.gpr = w.groups_per_row();
+        a.xq = scratch.xq;
+        a.xs = scratch.xs;
         auto quantize = [&](int t0, int t1, int) {
             for (int t = t0; t < t1; ++t) {
-                quantize_row_i8(x + static_cast<size_t>(t) * K, K, w.group_size, scratch.xq + static_cast<size_t>(t) * K,
-                                scratch.xs + static_cast<size_t>(t) * gpr);
+                kern.quantize(x + static_cast<size_t>(t) * a.K, a.K, a.group, scratch.xq + static_cast<size_t>(t) * a.K,
+                              scratch.xs + static_cast<size_t>(t) * a.gpr);
             }
         };
         if (T >= 8) {
@@ -192,54 +158,30 @@ void linear(const float* x, int T, const WeightView& w, const float* bias, float
         } else {
             quantize(0, T, 0);
         }
-        const int8_t* wq = static_cast<const int8_t*>(w.data);
-        pool.parallel_for(N, kRowGrain, [&](int n_begin, int n_end, int) {
-            int n = n_begin;
-#ifdef EMBER_AVX2
-            if (w.group_size % 32 == 0 && K % w.group_size == 0) {
-                for (; n + 4 <= n_end; n += 4) {
-                    const int8_t* rows[4];
-                    const float* scales[4];
-                    for (int r = 0; r < 4; ++r) {
-                        rows[r] = wq + static_cast<size_t>(n + r) * K;
-                        scales[r] = w.scales + static_cast<size_t>(n + r) * gpr;
-                    }
-                    for (int t = 0; t < T; ++t) {
-                        float out[4];
-                        dot_i8_rows4(scratch.xq + static_cast<size_t>(t) * K, scratch.xs + static_cast<size_t>(t) * gpr, rows,
-                                     scales, K, w.group_size, out);
-                        float* yt = y + static_cast<size_t>(t) * N + n;
-                        for (int r = 0; r < 4; ++r) yt[r] = out[r] + (bias ? bias[n + r] : 0.0f);
-                    }
-                }
-            }
-#endif
-            for (; n < n_end; ++n) {
-                const int8_t* wrow = wq + static_cast<size_t>(n) * K;
-                const float* ws = w.scales + static_cast<size_t>(n) * gpr;
-                const float b = bias ? bias[n] : 0.0f;
-                for (int t = 0; t < T; ++t) {
-                    y[static_cast<size_t>(t) * N + n] =
-                        b + dot_i8_groups(scratch.xq + static_cast<size_t>(t) * K,
-                                          scratch.xs + static_cast<size_t>(t) * gpr, wrow, ws, K, w.group_size);
-                }
-            }
-        });
-        return;
+        rows = kern.i8;
     }
-    pool.parallel_for(N, kRowGrain, [&](int n_begin, int n_end, int) {
-        for (int n = n_begin; n < n_end; ++n) {
-            const float b = bias ? bias[n] : 0.0f;
-            for (int t = 0; t < T; ++t) {
-                const float* xt = x + static_cast<size_t>(t) * K;
-                const float d = w.type == WType::F32
-                                    ? dot_f32(xt, static_cast<const float*>(w.data) + static_cast<size_t>(n) * K, K)
-                                    : dot_f16(xt, static_cast<const uint16_t*>(w.data) + static_cast<size_t>(n) * K, K);
-                y[static_cast<size_t>(t) * N + n] = b + d;
-            }
-        }
-    });
+    pool.parallel_for(a.N, kRowGrain, [&](int n_begin, int n_end, int) { rows(a, n_begin, n_end); });
 }
+
+const char* kernel_name(const Kernels& k, WType type) {
+    return type == WType::F32 ? k.f32_name : type == WType::F16 ? k.f16_name : k.i8_name;
+}
+
+}  // namespace
+
+void linear(const float* x, int T, const WeightView& w, const float* bias, float* y,
+            const LinearScratch& scratch, ThreadPool& pool) {
+    run_linear(kernels_in_use(), x, T, w, bias, y, scratch, pool);
+}
+
+void linear_at(CpuLevel level, const float* x, int T, const WeightView& w, const float* bias, float* y,
+               const LinearScratch& scratch, ThreadPool& pool) {
+    run_linear(kernels_at(level), x, T, w, bias, y, scratch, pool);
+}
+
+const char* linear_kernel_name(WType type) { return kernel_name(kernels_in_use(), type); }
+
+const char* linear_kernel_name(WType type, CpuLevel level) { return kernel_name(kernels_at(level), type); }
 
 }  // namespace ember::kernels
 

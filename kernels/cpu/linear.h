@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/thread_pool.h"
 #include "kernels/cpu/weights.h"
 
@@ -28,10 +29,22 @@ size_t linear_scratch_xs_bytes(int T, int K, int group_size);
 // Plain reference: W dequantized, x as given, double accumulation. y may not alias x.
 void linear_ref(const float* x, int T, const WeightView& w, const float* bias, float* y);
 
-// Fast: AVX2/FMA/F16C when compiled for them, rows of W split across the pool.
-// Allocates nothing. y may not alias x.
+// Fast: the kernels of cpu_level() (cpu_features.h: chosen once by the CPU's features, capped
+// by EMBER_CPU_KERNELS), rows of W split across the pool. Allocates nothing. y may not alias x.
+// The int8 variants all quantize x to the same integers; they differ from one another only
+// in the order of f32 additions.
 void linear(const float* x, int T, const WeightView& w, const float* bias, float* y,
             const LinearScratch& scratch, ThreadPool& pool);
+
+// linear() with the kernels of `level`, or of the highest level below it that this CPU runs
+// (cpu_level_clamp): for tests and benchmarks.
+void linear_at(CpuLevel level, const float* x, int T, const WeightView& w, const float* bias, float* y,
+               const LinearScratch& scratch, ThreadPool& pool);
+
+// The kernel linear() runs for weights of `type`, e.g. "int8: avx512-vnni", "f32: avx2",
+// "int8: dotprod"; with `level`, the one linear_at(level, ...) runs.
+const char* linear_kernel_name(WType type);
+const char* linear_kernel_name(WType type, CpuLevel level);
 
 // Backward to the input of a frozen linear layer: dx [T, K] (+)= dy [T, N] @ W (W [N, K]).
 // W is dequantized on the fly one row at a time into `row_scratch` ([pool.size(), K] floats;

@@ -1,5 +1,5 @@
-// The runtime on the device's CPU (these tests also run for aarch64 under qemu, where the
-// kernels are plain C++): the committed f16 and int8 conversions of the gpt.py fixture model
+// The runtime on the device's CPU (these tests also run for aarch64 under qemu, where linear()
+// runs its NEON or dotprod kernels): the committed f16 and int8 conversions of the gpt.py fixture model
 // give PyTorch's logits (tests/fixtures/gptpy/expected.json, written by tools/make_fixtures.py)
 // within the tolerances tests/test_end_to_end.cpp uses on the build machine.
 #include <doctest/doctest.h>

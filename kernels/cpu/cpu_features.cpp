@@ -1,0 +1,113 @@
+#include "kernels/cpu/cpu_features.h"
+
+#include <cstdlib>
+#include <cstring>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#define EMBER_X86 1
+#elif defined(__aarch64__)
+#include <sys/auxv.h>
+#define EMBER_ARM64 1
+#ifndef HWCAP_ASIMDDP
+#define HWCAP_ASIMDDP (1 << 20)
+#endif
+#endif
+
+namespace ember::kernels {
+
+CpuFeatures detect_cpu_features() {
+    CpuFeatures f;
+#ifdef EMBER_X86
+    __builtin_cpu_init();
+    // F16C (CPUID.1:ECX bit 29) and AVX-VNNI (CPUID.(EAX=7, ECX=1):EAX bit 4) straight from
+    // CPUID: clang 14's __builtin_cpu_supports knows neither. Both use the YMM state, whose
+    // OS support the "avx2" check covers.
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    const bool f16c = __get_cpuid(1, &a, &b, &c, &d) != 0 && (c & (1u << 29)) != 0;
+    f.avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && f16c;
+    const bool leaf7_1 = __get_cpuid_count(7, 1, &a, &b, &c, &d) != 0;
+    f.avx_vnni = f.avx2 && leaf7_1 && (a & (1u << 4)) != 0;
+    f.avx512_vnni = f.avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                    __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni");
+#elif defined(EMBER_ARM64)
+    f.neon = true;
+    f.dotprod = (getauxval(AT_HWCAP) & HWCAP_ASIMDDP) != 0;
+#endif
+    return f;
+}
+
+bool cpu_level_supported(CpuLevel level, const CpuFeatures& f) {
+    switch (level) {
+        case CpuLevel::Plain: return true;
+#ifdef EMBER_X86
+        case CpuLevel::Avx2: return f.avx2;
+        case CpuLevel::AvxVnni: return f.avx_vnni;
+        case CpuLevel::Avx512: return f.avx512_vnni;
+#endif
+#ifdef EMBER_ARM64
+        case CpuLevel::Neon: return f.neon;
+        case CpuLevel::Dotprod: return f.dotprod;
+#endif
+        default: return false;
+    }
+}
+
+CpuLevel cpu_level_clamp(CpuLevel cap, const CpuFeatures& f) {
+    // Levels of one architecture are contiguous in the enum, lowest first.
+    const bool x86 = cap == CpuLevel::Avx2 || cap == CpuLevel::AvxVnni || cap == CpuLevel::Avx512;
+    const bool arm = cap == CpuLevel::Neon || cap == CpuLevel::Dotprod;
+    const CpuLevel lowest = x86 ? CpuLevel::Avx2 : CpuLevel::Neon;
+    if (!x86 && !arm) return CpuLevel::Plain;
+    for (int l = static_cast<int>(cap); l >= static_cast<int>(lowest); --l) {
+        if (cpu_level_supported(static_cast<CpuLevel>(l), f)) return static_cast<CpuLevel>(l);
+    }
+    return CpuLevel::Plain;
+}
+
+const char* cpu_level_name(CpuLevel level) {
+    switch (level) {
+        case CpuLevel::Plain: return "plain";
+        case CpuLevel::Avx2: return "avx2";
+        case CpuLevel::AvxVnni: return "avxvnni";
+        case CpuLevel::Avx512: return "avx512";
+        case CpuLevel::Neon: return "neon";
+        case CpuLevel::Dotprod: return "dotprod";
+    }
+    return "plain";
+}
+
+bool parse_cpu_level(const char* name, CpuLevel* out) {
+    for (CpuLevel l : kCpuLevels) {
+        if (std::strcmp(name, cpu_level_name(l)) == 0) {
+            *out = l;
+            return true;
+        }
+    }
+    return false;
+}
+
+namespace {
+
+CpuLevel choose_level() {
+    const CpuFeatures f = detect_cpu_features();
+#ifdef EMBER_X86
+    CpuLevel cap = CpuLevel::Avx512;
+#elif defined(EMBER_ARM64)
+    CpuLevel cap = CpuLevel::Dotprod;
+#else
+    CpuLevel cap = CpuLevel::Plain;
+#endif
+    const char* env = std::getenv("EMBER_CPU_KERNELS");
+    if (env != nullptr && *env != '\0' && !parse_cpu_level(env, &cap)) cap = CpuLevel::Plain;
+    return cpu_level_clamp(cap, f);
+}
+
+}  // namespace
+
+CpuLevel cpu_level() {
+    static const CpuLevel level = choose_level();
+    return level;
+}
+
+}  // namespace ember::kernels

@@ -1,0 +1,47 @@
+// Which SIMD kernels this CPU can run, detected once at run time, so that one portable build
+// (-DEMBER_NATIVE=OFF) picks the fast paths where the CPU has them.
+//
+// Levels, lowest first: x86-64 plain < avx2 (AVX2 + FMA + F16C) < avxvnni (AVX-VNNI, 256-bit)
+// < avx512 (AVX-512 F/BW/VL + VNNI); aarch64 plain < neon < dotprod (SDOT). A level implies
+// the ones below it on its architecture (avx512 does not need AVX-VNNI: it has its own
+// 256-bit form). The environment variable EMBER_CPU_KERNELS=plain|avx2|avxvnni|avx512|neon|dotprod
+// caps the level (for tests and benchmarks); a name this build does not know, or one of the
+// other architecture, means plain.
+#pragma once
+
+namespace ember::kernels {
+
+struct CpuFeatures {
+    bool avx2 = false;         // x86-64: AVX2, FMA and F16C, with the OS saving YMM state
+    bool avx_vnni = false;     // x86-64: AVX-VNNI (vpdpbusd on YMM, VEX encoded) and avx2
+    bool avx512_vnni = false;  // x86-64: AVX-512 F, BW, VL and VNNI, and avx2
+    bool neon = false;         // aarch64: Advanced SIMD (always)
+    bool dotprod = false;      // aarch64: SDOT/UDOT (HWCAP_ASIMDDP)
+};
+
+enum class CpuLevel { Plain, Avx2, AvxVnni, Avx512, Neon, Dotprod };
+
+// CPUID (x86-64) or getauxval (aarch64) now; all false on other architectures.
+CpuFeatures detect_cpu_features();
+
+// Whether this build has the level's kernels and `f` can run them.
+bool cpu_level_supported(CpuLevel level, const CpuFeatures& f);
+
+// The highest supported level that is not above `cap` on this architecture (plain if none).
+CpuLevel cpu_level_clamp(CpuLevel cap, const CpuFeatures& f);
+
+// "plain", "avx2", "avxvnni", "avx512", "neon", "dotprod".
+const char* cpu_level_name(CpuLevel level);
+
+// Parses a level name as cpu_level_name() writes it; false for any other string.
+bool parse_cpu_level(const char* name, CpuLevel* out);
+
+// Every level, lowest first (for tests that run each one).
+constexpr CpuLevel kCpuLevels[] = {CpuLevel::Plain, CpuLevel::Avx2, CpuLevel::AvxVnni, CpuLevel::Avx512,
+                                   CpuLevel::Neon, CpuLevel::Dotprod};
+
+// The level the kernels use: detect_cpu_features() capped by EMBER_CPU_KERNELS (unset: no
+// cap; an unknown name: plain). Computed once, on first call; thread-safe.
+CpuLevel cpu_level();
+
+}  // namespace ember::kernels

@@ -1,0 +1,175 @@
+// linear()'s AVX2 + FMA + F16C kernels (compiled with -mavx2 -mfma -mf16c; run only where
+// cpu_features.h finds them). Internal functions only, and no std:: inline function: a
+// non-inlined copy compiled with these flags could be linked into plain code.
+#include <immintrin.h>
+
+#include "kernels/cpu/linear_variants.h"
+
+namespace ember::kernels::linear_detail {
+
+namespace {
+
+inline int min_int(int a, int b) { return a < b ? a : b; }
+
+inline float hsum(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+inline __m256i load32(const int8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
+
+// 32 int8 products of x and w summed into 8 int32: maddubs takes an unsigned operand, so
+// |w| times x with w's sign (pairs stay within int16: |x| <= 127, |w| <= 128).
+inline __m256i dot32(__m256i x, __m256i w) {
+    const __m256i p16 = _mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(x, w));
+    return _mm256_madd_epi16(p16, _mm256_set1_epi16(1));
+}
+
+float dot_f32(const float* a, const float* b, int n) {
+    __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
+    int k = 0;
+    for (; k + 32 <= n; k += 32) {
+        s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + k), _mm256_loadu_ps(b + k), s0);
+        s1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + k + 8), _mm256_loadu_ps(b + k + 8), s1);
+        s2 = _mm256_fmadd_ps(_mm256_loadu_ps(a + k + 16), _mm256_loadu_ps(b + k + 16), s2);
+        s3 = _mm256_fmadd_ps(_mm256_loadu_ps(a + k + 24), _mm256_loadu_ps(b + k + 24), s3);
+    }
+    for (; k + 8 <= n; k += 8) s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + k), _mm256_loadu_ps(b + k), s0);
+    float acc = hsum(_mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3)));
+    for (; k < n; ++k) acc += a[k] * b[k];
+    return acc;
+}
+
+inline __m256 load_f16x8(const uint16_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
+
+float dot_f16(const float* a, const uint16_t* b, int n) {
+    __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
+    int k = 0;
+    for (; k + 32 <= n; k += 32) {
+        s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + k), load_f16x8(b + k), s0);
+        s1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + k + 8), load_f16x8(b + k + 8), s1);
+        s2 = _mm256_fmadd_ps(_mm256_loadu_ps(a + k + 16), load_f16x8(b + k + 16), s2);
+        s3 = _mm256_fmadd_ps(_mm256_loadu_ps(a + k + 24), load_f16x8(b + k + 24), s3);
+    }
+    for (; k + 8 <= n; k += 8) s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + k), load_f16x8(b + k), s0);
+    float acc = hsum(_mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3)));
+    for (; k < n; ++k) acc += a[k] * _cvtsh_ss(b[k]);
+    return acc;
+}
+
+// R rows of W (from row n) against every row of x: x loaded once per chunk for R rows.
+// The part of a group past its last whole 32-byte chunk (short groups, K or the group size
+// not a multiple of 32), R rows of W (stride K): tail[r] += x_scale * w_scale[r * gpr] * x . w_r.
+template <int R>
+void add_tail(const int8_t* x, const int8_t* w, int K, int k, int end, float x_scale, const float* w_scale, int gpr,
+              float* tail) {
+    for (int r = 0; r < R; ++r) {
+        int s = 0;
+        for (int i = k; i < end; ++i) s += x[i] * w[static_cast<size_t>(r) * K + i];
+        tail[r] += static_cast<float>(s) * x_scale * w_scale[static_cast<size_t>(r) * gpr];
+    }
+}
+
+// y[0..R) = horizontal sums of acc[0..R) + tail + bias (bias may be null).
+template <int R>
+void store_rows(const __m256* acc, const float* tail, const float* bias, float* y) {
+    if constexpr (R == 4) {
+        const __m256 h = _mm256_hadd_ps(_mm256_hadd_ps(acc[0], acc[1]), _mm256_hadd_ps(acc[2], acc[3]));
+        __m128 v = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+        v = _mm_add_ps(v, _mm_loadu_ps(tail));
+        if (bias) v = _mm_add_ps(v, _mm_loadu_ps(bias));
+        _mm_storeu_ps(y, v);
+    } else {
+        for (int r = 0; r < R; ++r) y[r] = hsum(acc[r]) + tail[r] + (bias ? bias[r] : 0.0f);
+    }
+}
+
+// R rows of W (from row n) against every row of x: x loaded once per chunk for R rows.
+template <int R>
+void i8_block(const Args& a, int n) {
+    const int K = a.K, group = a.group, gpr = a.gpr;
+    const int8_t* w = static_cast<const int8_t*>(a.w) + static_cast<size_t>(n) * K;
+    const float* ws = a.wscales + static_cast<size_t>(n) * gpr;
+    for (int t = 0; t < a.T; ++t) {
+        const int8_t* x = a.xq + static_cast<size_t>(t) * K;
+        const float* xs = a.xs + static_cast<size_t>(t) * gpr;
+        __m256 acc[R];
+        float tail[R];
+        for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps(), tail[r] = 0.0f;
+        for (int g = 0; g < gpr; ++g) {
+            const int end = min_int(K, (g + 1) * group);
+            __m256i s[R];
+            for (int r = 0; r < R; ++r) s[r] = _mm256_setzero_si256();
+            int k = g * group;
+            for (; k + 32 <= end; k += 32) {
+                const __m256i vx = load32(x + k);
+                for (int r = 0; r < R; ++r) s[r] = _mm256_add_epi32(s[r], dot32(vx, load32(w + static_cast<size_t>(r) * K + k)));
+            }
+            for (int r = 0; r < R; ++r) {
+                const float scale = xs[g] * ws[static_cast<size_t>(r) * gpr + g];
+                acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[r]), _mm256_set1_ps(scale), acc[r]);
+            }
+            if (k < end) add_tail<R>(x, w, K, k, end, xs[g], ws + g, gpr, tail);
+        }
+        store_rows<R>(acc, tail, a.bias ? a.bias + n : nullptr, a.y + static_cast<size_t>(t) * a.N + n);
+    }
+}
+
+}  // namespace
+
+void f32_rows_avx2(const Args& a, int n_begin, int n_end) {
+    for (int n = n_begin; n < n_end; ++n) {
+        const float* w = static_cast<const float*>(a.w) + static_cast<size_t>(n) * a.K;
+        const float b = a.bias ? a.bias[n] : 0.0f;
+        for (int t = 0; t < a.T; ++t) a.y[static_cast<size_t>(t) * a.N + n] = b + dot_f32(a.x + static_cast<size_t>(t) * a.K, w, a.K);
+    }
+}
+
+void f16_rows_avx2(const Args& a, int n_begin, int n_end) {
+    for (int n = n_begin; n < n_end; ++n) {
+        const uint16_t* w = static_cast<const uint16_t*>(a.w) + static_cast<size_t>(n) * a.K;
+        const float b = a.bias ? a.bias[n] : 0.0f;
+        for (int t = 0; t < a.T; ++t) a.y[static_cast<size_t>(t) * a.N + n] = b + dot_f16(a.x + static_cast<size_t>(t) * a.K, w, a.K);
+    }
+}
+
+void i8_rows_avx2(const Args& a, int n_begin, int n_end) {
+    int n = n_begin;
+    for (; n + 4 <= n_end; n += 4) i8_block<4>(a, n);
+    for (; n < n_end; ++n) i8_block<1>(a, n);
+}
+
+// The default rounding mode of _mm256_cvtps_epi32 and of __builtin_nearbyintf is the same
+// round-to-nearest-even, so every variant quantizes x to the same integers.
+void quantize_avx2(const float* x, int K, int group, int8_t* xq, float* xs) {
+    const int n_groups = (K + group - 1) / group;
+    const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+    for (int g = 0; g < n_groups; ++g) {
+        const int begin = g * group;
+        const int end = min_int(K, begin + group);
+        int k = begin;
+        __m256 vmax = _mm256_setzero_ps();
+        for (; k + 8 <= end; k += 8) vmax = _mm256_max_ps(vmax, _mm256_and_ps(_mm256_loadu_ps(x + k), abs_mask));
+        __m128 m = _mm_max_ps(_mm256_castps256_ps128(vmax), _mm256_extractf128_ps(vmax, 1));
+        m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+        m = _mm_max_ss(m, _mm_movehdup_ps(m));
+        float amax = _mm_cvtss_f32(m);
+        for (; k < end; ++k) {
+            const float v = __builtin_fabsf(x[k]);
+            amax = v > amax ? v : amax;
+        }
+        const float inv = amax > 0.0f ? 127.0f / amax : 0.0f;
+        xs[g] = amax / 127.0f;
+        const __m256 vinv = _mm256_set1_ps(inv);
+        for (k = begin; k + 8 <= end; k += 8) {
+            const __m256i i32 = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + k), vinv));
+            const __m128i i16 = _mm_packs_epi32(_mm256_castsi256_si128(i32), _mm256_extracti128_si256(i32, 1));
+            _mm_storel_epi64(reinterpret_cast<__m128i*>(xq + k), _mm_packs_epi16(i16, i16));
+        }
+        for (; k < end; ++k) xq[k] = static_cast<int8_t>(__builtin_nearbyintf(x[k] * inv));
+    }
+}
+
+}  // namespace ember::kernels::linear_detail

@@ -1,0 +1,125 @@
+// linear()'s int8 kernel with AVX-512 VNNI (vpdpbusd on ZMM; compiled with -mavx512f
+// -mavx512bw -mavx512vl -mavx512vnni and AVX2's flags, run only where cpu_features.h finds
+// them). Internal functions only, no std:: inline function (see linear_avx2.cpp).
+//
+// As in linear_avxvnni.cpp: sum_k w_k x_k = sum_k (w_k + 128) x_k - 128 sum_k x_k, W's bytes
+// made unsigned by xor 0x80. A group's last chunk (short groups, K not a multiple of 64) is
+// read with a byte mask: masked bytes load as 0 in x, so they add nothing to either sum.
+#include <immintrin.h>
+
+#include "kernels/cpu/linear_variants.h"
+
+namespace ember::kernels::linear_detail {
+
+namespace {
+
+inline int min_int(int a, int b) { return a < b ? a : b; }
+
+// The kernel on ZMM (64 bytes a chunk) for groups of 64 or more, on YMM (32 bytes, the
+// 256-bit EVEX forms that AVX-512 VL gives) for shorter groups, whose chunks would be half
+// empty on ZMM.
+struct Zmm {
+    static constexpr int kBytes = 64;
+    using I = __m512i;
+    using F = __m512;
+    using Mask = __mmask64;
+    static Mask mask(int left) { return left >= 64 ? ~0ULL : (1ULL << left) - 1; }
+    static I load(Mask m, const int8_t* p) { return _mm512_maskz_loadu_epi8(m, p); }
+    static I zero() { return _mm512_setzero_si512(); }
+    static I flip() { return _mm512_set1_epi8(static_cast<char>(0x80)); }
+    static I xor_(I a, I b) { return _mm512_xor_si512(a, b); }
+    static I dot(I acc, I u, I s) { return _mm512_dpbusd_epi32(acc, u, s); }
+    static F fzero() { return _mm512_setzero_ps(); }
+    static F fma(I d, I surplus, float scale, F acc) {
+        return _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(d, surplus)), _mm512_set1_ps(scale), acc);
+    }
+    static __m256 fold(F v) {
+        return _mm256_add_ps(_mm512_castps512_ps256(v), _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
+    }
+};
+
+struct Ymm {
+    static constexpr int kBytes = 32;
+    using I = __m256i;
+    using F = __m256;
+    using Mask = __mmask32;
+    static Mask mask(int left) { return left >= 32 ? ~0U : (1U << left) - 1; }
+    static I load(Mask m, const int8_t* p) { return _mm256_maskz_loadu_epi8(m, p); }
+    static I zero() { return _mm256_setzero_si256(); }
+    static I flip() { return _mm256_set1_epi8(static_cast<char>(0x80)); }
+    static I xor_(I a, I b) { return _mm256_xor_si256(a, b); }
+    static I dot(I acc, I u, I s) { return _mm256_dpbusd_epi32(acc, u, s); }
+    static F fzero() { return _mm256_setzero_ps(); }
+    static F fma(I d, I surplus, float scale, F acc) {
+        return _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(d, surplus)), _mm256_set1_ps(scale), acc);
+    }
+    static __m256 fold(F v) { return v; }
+};
+
+// y[0..R) = horizontal sums of acc[0..R) + bias (bias may be null).
+template <int R>
+void store_rows(const __m256* acc, const float* bias, float* y) {
+    if constexpr (R == 4) {
+        const __m256 h = _mm256_hadd_ps(_mm256_hadd_ps(acc[0], acc[1]), _mm256_hadd_ps(acc[2], acc[3]));
+        __m128 v = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+        if (bias) v = _mm_add_ps(v, _mm_loadu_ps(bias));
+        _mm_storeu_ps(y, v);
+    } else {
+        for (int r = 0; r < R; ++r) {
+            __m128 v = _mm_add_ps(_mm256_castps256_ps128(acc[r]), _mm256_extractf128_ps(acc[r], 1));
+            v = _mm_add_ps(v, _mm_movehl_ps(v, v));
+            v = _mm_add_ss(v, _mm_movehdup_ps(v));
+            y[r] = _mm_cvtss_f32(v) + (bias ? bias[r] : 0.0f);
+        }
+    }
+}
+
+// R rows of W (from row n) against every row of x: x loaded once per chunk for R rows.
+template <class V, int R>
+void i8_block(const Args& a, int n) {
+    const int K = a.K, group = a.group, gpr = a.gpr;
+    const int8_t* w = static_cast<const int8_t*>(a.w) + static_cast<size_t>(n) * K;
+    const float* ws = a.wscales + static_cast<size_t>(n) * gpr;
+    const typename V::I flip = V::flip();
+    for (int t = 0; t < a.T; ++t) {
+        const int8_t* x = a.xq + static_cast<size_t>(t) * K;
+        const float* xs = a.xs + static_cast<size_t>(t) * gpr;
+        typename V::F acc[R];
+        for (int r = 0; r < R; ++r) acc[r] = V::fzero();
+        for (int g = 0; g < gpr; ++g) {
+            const int end = min_int(K, (g + 1) * group);
+            typename V::I s[R];
+            for (int r = 0; r < R; ++r) s[r] = V::zero();
+            typename V::I surplus = V::zero();  // 128 * sum(x)
+            for (int k = g * group; k < end; k += V::kBytes) {
+                const typename V::Mask m = V::mask(end - k);
+                const typename V::I vx = V::load(m, x + k);
+                surplus = V::dot(surplus, flip, vx);
+                for (int r = 0; r < R; ++r) s[r] = V::dot(s[r], V::xor_(V::load(m, w + static_cast<size_t>(r) * K + k), flip), vx);
+            }
+            for (int r = 0; r < R; ++r) acc[r] = V::fma(s[r], surplus, xs[g] * ws[static_cast<size_t>(r) * gpr + g], acc[r]);
+        }
+        __m256 folded[R];
+        for (int r = 0; r < R; ++r) folded[r] = V::fold(acc[r]);
+        store_rows<R>(folded, a.bias ? a.bias + n : nullptr, a.y + static_cast<size_t>(t) * a.N + n);
+    }
+}
+
+template <class V>
+void i8_rows(const Args& a, int n_begin, int n_end) {
+    int n = n_begin;
+    for (; n + 4 <= n_end; n += 4) i8_block<V, 4>(a, n);
+    for (; n < n_end; ++n) i8_block<V, 1>(a, n);
+}
+
+}  // namespace
+
+void i8_rows_avx512(const Args& a, int n_begin, int n_end) {
+    if (a.group >= 64) {
+        i8_rows<Zmm>(a, n_begin, n_end);
+    } else {
+        i8_rows<Ymm>(a, n_begin, n_end);
+    }
+}
+
+}  // namespace ember::kernels::linear_detail

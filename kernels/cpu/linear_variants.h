@@ -1,0 +1,54 @@
+// Internal to linear.cpp and its per-CPU variants (linear_avx2.cpp, linear_avxvnni.cpp,
+// linear_avx512.cpp, linear_neon.cpp, linear_dotprod.cpp). Each variant is compiled with its
+// own target flags; linear.cpp, compiled without them, calls one only after
+// cpu_features.h says the CPU has it. So this header holds plain declarations only: no
+// inline function or template that a variant's flags could leak into shared code through.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace ember::kernels::linear_detail {
+
+// One linear() call, flattened. Letters: T rows of x, K inputs, N outputs.
+struct Args {
+    const float* x = nullptr;       // [T, K]
+    int T = 0, K = 0, N = 0;
+    const void* w = nullptr;        // [N, K]: f32 | binary16 | int8
+    const float* wscales = nullptr; // int8: [N, gpr]
+    int group = 0;                  // int8: elements per group (the last of a row may be shorter)
+    int gpr = 0;                    // int8: groups per row, ceil(K / group)
+    const float* bias = nullptr;    // [N] or null
+    float* y = nullptr;             // [T, N]
+    const int8_t* xq = nullptr;     // int8: x quantized per group [T, K], values in [-127, 127]
+    const float* xs = nullptr;      // int8: x's scales [T, gpr]
+};
+
+// Writes y[:, n_begin:n_end] (bias added). Int8 reads xq/xs, which a QuantizeFn wrote.
+using RowsFn = void (*)(const Args& a, int n_begin, int n_end);
+// One row x [K] -> xq [K], xs [ceil(K / group)]: xs = absmax / 127, xq = round_half_even(x / xs).
+using QuantizeFn = void (*)(const float* x, int K, int group, int8_t* xq, float* xs);
+
+struct Kernels {
+    RowsFn f32, f16, i8;
+    QuantizeFn quantize;
+    const char *f32_name, *f16_name, *i8_name;  // e.g. "f32: avx2", "int8: avx512-vnni"
+};
+
+#if defined(__x86_64__) || defined(__i386__)
+void f32_rows_avx2(const Args& a, int n_begin, int n_end);
+void f16_rows_avx2(const Args& a, int n_begin, int n_end);
+void i8_rows_avx2(const Args& a, int n_begin, int n_end);
+void quantize_avx2(const float* x, int K, int group, int8_t* xq, float* xs);
+void i8_rows_avxvnni(const Args& a, int n_begin, int n_end);
+void i8_rows_avx512(const Args& a, int n_begin, int n_end);
+#endif
+#if defined(__aarch64__)
+void f32_rows_neon(const Args& a, int n_begin, int n_end);
+void f16_rows_neon(const Args& a, int n_begin, int n_end);
+void i8_rows_neon(const Args& a, int n_begin, int n_end);
+void quantize_neon(const float* x, int K, int group, int8_t* xq, float* xs);
+void i8_rows_dotprod(const Args& a, int n_begin, int n_end);
+#endif
+
+}  // namespace ember::kernels::linear_detail

@@ -1,0 +1,243 @@
+// Every linear() kernel variant this CPU runs (kernels/cpu/cpu_features.h: plain, avx2,
+// avxvnni, avx512 on x86-64; plain, neon, dotprod on aarch64) against the plain reference
+// linear_ref on random data; levels the CPU lacks are skipped with a message. In the device
+// test binary so that the aarch64 variants run under qemu (scripts/cross-aarch64.sh runs it
+// with a CPU that has dotprod and one that does not).
+//
+// Tolerances: f32 and f16 weights, max |y - ref| / max(1, max |ref|) < 1e-5 (f32 sums over at
+// most 400 terms in another order). int8 against linear_ref (dequantized W, unquantized x):
+// NMSE < 1e-4, the 8-bit rounding of x. int8 variants against int8 plain: every variant
+// quantizes x to the same integers and sums the same integer products per group, so they
+// differ only in the order of f32 additions: max relative difference < 1e-5.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kernels/cpu/cpu_features.h"
+#include "kernels/cpu/half.h"
+#include "kernels/cpu/linear.h"
+
+using namespace ember::kernels;
+
+namespace {
+
+std::vector<float> randn(size_t n, uint32_t seed, float scale) {
+    std::mt19937 g(seed);
+    std::normal_distribution<float> d(0.0f, scale);
+    std::vector<float> v(n);
+    for (auto& x : v) x = d(g);
+    return v;
+}
+
+double max_rel(const std::vector<float>& a, const std::vector<float>& b) {
+    double err = 0.0, mag = 1.0;
+    for (size_t i = 0; i < a.size(); ++i) {
+        err = std::max(err, std::fabs(static_cast<double>(a[i]) - b[i]));
+        mag = std::max(mag, std::fabs(static_cast<double>(b[i])));
+    }
+    return err / mag;
+}
+
+double nmse(const std::vector<float>& a, const std::vector<float>& ref) {
+    double num = 0.0, den = 0.0;
+    for (size_t i = 0; i < a.size(); ++i) {
+        num += (static_cast<double>(a[i]) - ref[i]) * (static_cast<double>(a[i]) - ref[i]);
+        den += static_cast<double>(ref[i]) * ref[i];
+    }
+    return num / den;
+}
+
+// The converter's symmetric int8 groups (converter/quantize.cpp), which this binary does not link.
+struct Quantized {
+    std::vector<int8_t> q;
+    std::vector<float> scales;
+};
+Quantized quantize(const std::vector<float>& w, int N, int K, int group) {
+    const int gpr = (K + group - 1) / group;
+    Quantized out{std::vector<int8_t>(w.size()), std::vector<float>(static_cast<size_t>(N) * gpr)};
+    for (int n = 0; n < N; ++n) {
+        for (int g = 0; g < gpr; ++g) {
+            const int begin = g * group, end = std::min(K, begin + group);
+            float amax = 0.0f;
+            for (int k = begin; k < end; ++k) amax = std::max(amax, std::fabs(w[static_cast<size_t>(n) * K + k]));
+            const float s = amax / 127.0f;
+            out.scales[static_cast<size_t>(n) * gpr + g] = s;
+            for (int k = begin; k < end; ++k) {
+                const float v = w[static_cast<size_t>(n) * K + k];
+                out.q[static_cast<size_t>(n) * K + k] = static_cast<int8_t>(s > 0.0f ? std::nearbyint(v / s) : 0.0f);
+            }
+        }
+    }
+    return out;
+}
+
+// The levels of this build's architecture; each one the CPU lacks is reported and left out.
+std::vector<CpuLevel> levels_to_test() {
+    CpuFeatures all;
+    all.avx2 = all.avx_vnni = all.avx512_vnni = all.neon = all.dotprod = true;
+    const CpuFeatures cpu = detect_cpu_features();
+    std::vector<CpuLevel> out;
+    for (CpuLevel l : kCpuLevels) {
+        if (!cpu_level_supported(l, all)) continue;  // another architecture's level
+        if (cpu_level_supported(l, cpu)) {
+            out.push_back(l);
+        } else {
+            MESSAGE("skipped: this CPU lacks the " << std::string(cpu_level_name(l)) << " kernels");
+        }
+    }
+    return out;
+}
+
+struct Case {
+    int T, K, N, group;
+};
+
+// T = 1 (decode) and 9 (prefill; quantized on the pool); K a multiple of the SIMD width or not
+// (7, 33, 100, 200); groups of 32, 64, 128, a whole row, 48 (not a multiple of 32), and a short
+// last group wherever K is not a multiple of the group; N not a multiple of 4 (tail rows).
+const Case kCases[] = {{1, 64, 37, 32},   {1, 100, 37, 64},  {9, 100, 37, 32}, {1, 384, 37, 128}, {9, 384, 40, 64},
+                       {1, 200, 37, 128}, {9, 200, 13, 200}, {1, 33, 5, 32},   {3, 7, 6, 7},      {1, 384, 37, 48},
+                       {9, 256, 8, 64},   {1, 130, 9, 64}};
+
+}  // namespace
+
+TEST_CASE("linear: every kernel variant this CPU runs matches the plain reference (f32, f16, int8)") {
+    ThreadPool pool(2);
+    for (CpuLevel level : levels_to_test()) {
+        for (const Case& c : kCases) {
+            const std::string level_name = cpu_level_name(level);
+            CAPTURE(level_name);
+            CAPTURE(c.T);
+            CAPTURE(c.K);
+            CAPTURE(c.N);
+            CAPTURE(c.group);
+            const auto x = randn(static_cast<size_t>(c.T) * c.K, 11 + c.K + c.T, 1.0f);
+            const auto w = randn(static_cast<size_t>(c.N) * c.K, 12 + c.K + c.N, 0.05f);
+            const auto bias = randn(c.N, 13, 1.0f);
+            std::vector<int8_t> xq(linear_scratch_xq_bytes(c.T, c.K));
+            std::vector<float> xs(linear_scratch_xs_bytes(c.T, c.K, c.group) / sizeof(float));
+            const LinearScratch scratch{xq.data(), xs.data()};
+            std::vector<float> y(static_cast<size_t>(c.T) * c.N), ref(y.size()), plain(y.size());
+            WeightView v;
+            v.rows = c.N;
+            v.cols = c.K;
+
+            v.type = WType::F32;
+            v.data = w.data();
+            linear_at(level, x.data(), c.T, v, bias.data(), y.data(), scratch, pool);
+            linear_ref(x.data(), c.T, v, bias.data(), ref.data());
+            CHECK(max_rel(y, ref) < 1e-5);
+
+            std::vector<uint16_t> h(w.size());
+            for (size_t i = 0; i < w.size(); ++i) h[i] = float_to_half(w[i]);
+            v.type = WType::F16;
+            v.data = h.data();
+            linear_at(level, x.data(), c.T, v, nullptr, y.data(), scratch, pool);
+            linear_ref(x.data(), c.T, v, nullptr, ref.data());
+            CHECK(max_rel(y, ref) < 1e-5);
+
+            const Quantized q = quantize(w, c.N, c.K, c.group);
+            v.type = WType::I8;
+            v.data = q.q.data();
+            v.scales = q.scales.data();
+            v.group_size = c.group;
+            linear_at(level, x.data(), c.T, v, bias.data(), y.data(), scratch, pool);
+            linear_ref(x.data(), c.T, v, bias.data(), ref.data());
+            CHECK(nmse(y, ref) < 1e-4);
+            linear_at(CpuLevel::Plain, x.data(), c.T, v, bias.data(), plain.data(), scratch, pool);
+            CHECK(max_rel(y, plain) < 1e-5);
+        }
+    }
+}
+
+TEST_CASE("linear int8: signed x signed extremes (-128 in W, +-127 in x) give the exact integer sums") {
+    // x = +-1 quantizes to +-127 (scale 1/127); W's bytes take every value in [-128, 127] with
+    // scale 1. Each y is then 1/127 times an integer sum below 2^24, so every variant must
+    // match the plain kernel to f32 rounding, whatever trick makes vpdpbusd's unsigned operand.
+    ThreadPool pool(1);
+    const int T = 2, K = 300, N = 9, group = 64;
+    std::vector<float> x(static_cast<size_t>(T) * K);
+    for (size_t i = 0; i < x.size(); ++i) x[i] = (i * 7 % 3 == 0) ? -1.0f : 1.0f;
+    std::vector<int8_t> wq(static_cast<size_t>(N) * K);
+    for (size_t i = 0; i < wq.size(); ++i) wq[i] = static_cast<int8_t>(static_cast<int>(i * 37 % 256) - 128);
+    for (int k = 0; k < K; ++k) wq[k] = -128;  // row 0: all -128
+    const int gpr = (K + group - 1) / group;
+    std::vector<float> scales(static_cast<size_t>(N) * gpr, 1.0f);
+    WeightView v;
+    v.type = WType::I8;
+    v.data = wq.data();
+    v.scales = scales.data();
+    v.rows = N;
+    v.cols = K;
+    v.group_size = group;
+    std::vector<int8_t> xq(linear_scratch_xq_bytes(T, K));
+    std::vector<float> xs(linear_scratch_xs_bytes(T, K, group) / sizeof(float));
+    const LinearScratch scratch{xq.data(), xs.data()};
+    std::vector<double> exact(static_cast<size_t>(T) * N);
+    for (int t = 0; t < T; ++t) {
+        for (int n = 0; n < N; ++n) {
+            long s = 0;
+            for (int k = 0; k < K; ++k) s += static_cast<long>(x[static_cast<size_t>(t) * K + k] > 0 ? 127 : -127) * wq[static_cast<size_t>(n) * K + k];
+            exact[static_cast<size_t>(t) * N + n] = static_cast<double>(s) / 127.0;
+        }
+    }
+    for (CpuLevel level : levels_to_test()) {
+        const std::string level_name = cpu_level_name(level);
+        CAPTURE(level_name);
+        std::vector<float> y(exact.size());
+        linear_at(level, x.data(), T, v, nullptr, y.data(), scratch, pool);
+        for (size_t i = 0; i < y.size(); ++i) CHECK(y[i] == doctest::Approx(exact[i]).epsilon(1e-6));
+    }
+}
+
+TEST_CASE("CPU levels: clamped to what the CPU has, named and parsed, and the kernel names say which ran") {
+    CpuFeatures none;
+    CHECK(cpu_level_clamp(CpuLevel::Avx512, none) == CpuLevel::Plain);
+    CHECK(cpu_level_clamp(CpuLevel::Dotprod, none) == CpuLevel::Plain);
+    CpuFeatures f;
+#if defined(__x86_64__)
+    f.avx2 = true;
+    CHECK(cpu_level_clamp(CpuLevel::Avx512, f) == CpuLevel::Avx2);
+    f.avx_vnni = true;
+    CHECK(cpu_level_clamp(CpuLevel::Avx512, f) == CpuLevel::AvxVnni);
+    CHECK(cpu_level_clamp(CpuLevel::Avx2, f) == CpuLevel::Avx2);
+    CHECK(cpu_level_clamp(CpuLevel::Neon, f) == CpuLevel::Plain);  // another architecture's name
+    f.avx512_vnni = true;
+    CHECK(cpu_level_clamp(CpuLevel::Avx512, f) == CpuLevel::Avx512);
+    CHECK(std::string(linear_kernel_name(WType::I8, CpuLevel::Plain)) == "int8: plain");
+    if (cpu_level_supported(CpuLevel::Avx512, detect_cpu_features())) {
+        CHECK(std::string(linear_kernel_name(WType::I8, CpuLevel::Avx512)) == "int8: avx512-vnni");
+        CHECK(std::string(linear_kernel_name(WType::F32, CpuLevel::Avx512)) == "f32: avx2");
+    }
+#elif defined(__aarch64__)
+    f.neon = true;
+    CHECK(cpu_level_clamp(CpuLevel::Dotprod, f) == CpuLevel::Neon);
+    CHECK(cpu_level_clamp(CpuLevel::Avx2, f) == CpuLevel::Plain);
+    f.dotprod = true;
+    CHECK(cpu_level_clamp(CpuLevel::Dotprod, f) == CpuLevel::Dotprod);
+    CHECK(std::string(linear_kernel_name(WType::I8, CpuLevel::Neon)) == "int8: neon");
+    CHECK(detect_cpu_features().neon);
+    if (cpu_level_supported(CpuLevel::Dotprod, detect_cpu_features())) {
+        CHECK(std::string(linear_kernel_name(WType::I8, CpuLevel::Dotprod)) == "int8: dotprod");
+    }
+#endif
+    for (CpuLevel l : kCpuLevels) {
+        CpuLevel parsed = CpuLevel::Plain;
+        CHECK(parse_cpu_level(cpu_level_name(l), &parsed));
+        CHECK(parsed == l);
+    }
+    CpuLevel unchanged = CpuLevel::Avx2;
+    CHECK_FALSE(parse_cpu_level("avx-512", &unchanged));
+    CHECK(unchanged == CpuLevel::Avx2);
+    // What linear() runs is the chosen level's kernel, and is one this CPU has.
+    CHECK(cpu_level_supported(cpu_level(), detect_cpu_features()));
+    CHECK(std::string(linear_kernel_name(WType::I8)) == linear_kernel_name(WType::I8, cpu_level()));
+    MESSAGE("linear kernels in use: " << std::string(linear_kernel_name(WType::F32)) << ", "
+                                      << std::string(linear_kernel_name(WType::F16)) << ", "
+                                      << std::string(linear_kernel_name(WType::I8)));
+}
