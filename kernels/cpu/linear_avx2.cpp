@@ -3,22 +3,11 @@
 // non-inlined copy compiled with these flags could be linked into plain code.
 #include <immintrin.h>
 
-#include "kernels/cpu/linear_variants.h"
+#include "kernels/cpu/linear_int8_block.h"
 
 namespace ember::kernels::linear_detail {
 
 namespace {
-
-inline int min_int(int a, int b) { return a < b ? a : b; }
-
-inline float hsum(__m256 v) {
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
-}
-
-inline __m256i load32(const int8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
 
 // 32 int8 products of x and w summed into 8 int32: maddubs takes an unsigned operand, so
 // |w| times x with w's sign (pairs stay within int16: |x| <= 127, |w| <= 128).
@@ -59,63 +48,21 @@ float dot_f16(const float* a, const uint16_t* b, int n) {
     return acc;
 }
 
-// R rows of W (from row n) against every row of x: x loaded once per chunk for R rows.
-// The part of a group past its last whole 32-byte chunk (short groups, K or the group size
-// not a multiple of 32), R rows of W (stride K): tail[r] += x_scale * w_scale[r * gpr] * x . w_r.
-template <int R>
-void add_tail(const int8_t* x, const int8_t* w, int K, int k, int end, float x_scale, const float* w_scale, int gpr,
-              float* tail) {
-    for (int r = 0; r < R; ++r) {
-        int s = 0;
-        for (int i = k; i < end; ++i) s += x[i] * w[static_cast<size_t>(r) * K + i];
-        tail[r] += static_cast<float>(s) * x_scale * w_scale[static_cast<size_t>(r) * gpr];
-    }
-}
-
-// y[0..R) = horizontal sums of acc[0..R) + tail + bias (bias may be null).
-template <int R>
-void store_rows(const __m256* acc, const float* tail, const float* bias, float* y) {
-    if constexpr (R == 4) {
-        const __m256 h = _mm256_hadd_ps(_mm256_hadd_ps(acc[0], acc[1]), _mm256_hadd_ps(acc[2], acc[3]));
-        __m128 v = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
-        v = _mm_add_ps(v, _mm_loadu_ps(tail));
-        if (bias) v = _mm_add_ps(v, _mm_loadu_ps(bias));
-        _mm_storeu_ps(y, v);
-    } else {
-        for (int r = 0; r < R; ++r) y[r] = hsum(acc[r]) + tail[r] + (bias ? bias[r] : 0.0f);
-    }
-}
-
-// R rows of W (from row n) against every row of x: x loaded once per chunk for R rows.
-template <int R>
-void i8_block(const Args& a, int n) {
-    const int K = a.K, group = a.group, gpr = a.gpr;
-    const int8_t* w = static_cast<const int8_t*>(a.w) + static_cast<size_t>(n) * K;
-    const float* ws = a.wscales + static_cast<size_t>(n) * gpr;
-    for (int t = 0; t < a.T; ++t) {
-        const int8_t* x = a.xq + static_cast<size_t>(t) * K;
-        const float* xs = a.xs + static_cast<size_t>(t) * gpr;
-        __m256 acc[R];
-        float tail[R];
-        for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps(), tail[r] = 0.0f;
-        for (int g = 0; g < gpr; ++g) {
-            const int end = min_int(K, (g + 1) * group);
-            __m256i s[R];
-            for (int r = 0; r < R; ++r) s[r] = _mm256_setzero_si256();
-            int k = g * group;
-            for (; k + 32 <= end; k += 32) {
-                const __m256i vx = load32(x + k);
-                for (int r = 0; r < R; ++r) s[r] = _mm256_add_epi32(s[r], dot32(vx, load32(w + static_cast<size_t>(r) * K + k)));
-            }
-            for (int r = 0; r < R; ++r) {
-                const float scale = xs[g] * ws[static_cast<size_t>(r) * gpr + g];
-                acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[r]), _mm256_set1_ps(scale), acc[r]);
-            }
-            if (k < end) add_tail<R>(x, w, K, k, end, xs[g], ws + g, gpr, tail);
-        }
-        store_rows<R>(acc, tail, a.bias ? a.bias + n : nullptr, a.y + static_cast<size_t>(t) * a.N + n);
-    }
-}
+// The int8 dot products with maddubs (linear_int8_block.h's policy).
+struct Avx2Dot {
+    using Vec = __m256i;
+    using Sum = __m256i;
+    using Acc = __m256;
+    static constexpr int kChunk = 32;
+    struct Group {};
+    static Vec load(const int8_t* p) { return load32(p); }
+    static void begin(Group&) {}
+    static void step(Group&, Vec) {}
+    static Sum zero() { return _mm256_setzero_si256(); }
+    static Sum dot(Sum s, Vec x, Vec w) { return _mm256_add_epi32(s, dot32(x, w)); }
+    static Acc acc_zero() { return _mm256_setzero_ps(); }
+    static Acc fma(Acc acc, Sum s, const Group&, float scale) { return _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(scale), acc); }
+};
 
 }  // namespace
 
@@ -135,11 +82,7 @@ void f16_rows_avx2(const Args& a, int n_begin, int n_end) {
     }
 }
 
-void i8_rows_avx2(const Args& a, int n_begin, int n_end) {
-    int n = n_begin;
-    for (; n + 4 <= n_end; n += 4) i8_block<4>(a, n);
-    for (; n < n_end; ++n) i8_block<1>(a, n);
-}
+void i8_rows_avx2(const Args& a, int n_begin, int n_end) { i8_rows<Avx2Dot>(a, n_begin, n_end); }
 
 // The default rounding mode of _mm256_cvtps_epi32 and of __builtin_nearbyintf is the same
 // round-to-nearest-even, so every variant quantizes x to the same integers.
