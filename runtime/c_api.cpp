@@ -29,6 +29,7 @@ struct ember_session {
     std::unique_ptr<ember::Session> s;
     std::unique_ptr<ember::Utf8Stream> stream;
     bool started = false;
+    bool generating = false;  // inside ember_generate (its callback may not use this session)
 };
 
 namespace {
@@ -162,6 +163,7 @@ void ember_session_destroy(ember_session* session) { delete session; }
 int ember_prefill(ember_session* session, const char* prompt, char* err, size_t err_size) {
     return guarded(err, err_size, [&] {
         if (!session) ember::fail("ember_prefill: session is NULL");
+        if (session->generating) ember::fail("ember_prefill: called from inside ember_generate's callback on the same session");
         // A failed prefill (a character outside the vocabulary) leaves no sequence, not the last one.
         session->started = false;
         const ember::Tokenizer& tok = *session->m->tok;
@@ -178,6 +180,7 @@ int ember_generate(ember_session* session, int n_tokens, const ember_sampling* s
     if (made) *made = 0;
     return guarded(err, err_size, [&] {
         if (!session) ember::fail("ember_generate: session is NULL");
+        if (session->generating) ember::fail("ember_generate: called from inside ember_generate's callback on the same session");
         if (!session->started) ember::fail("ember_generate: no sequence: call ember_prefill first");
         if (n_tokens < 0) ember::fail("ember_generate: n_tokens ", n_tokens, " is negative");
         ember::SamplerOptions so;
@@ -191,6 +194,11 @@ int ember_generate(ember_session* session, int n_tokens, const ember_sampling* s
         // Refusals above leave the sequence to generate from; from here it is used up.
         session->started = false;
         bool stop = false;
+        struct Busy {  // cleared however generate ends
+            bool& flag;
+            explicit Busy(bool& f) : flag(f) { flag = true; }
+            ~Busy() { flag = false; }
+        } busy(session->generating);
         const ember::GenerateResult r = session->s->generate(
             n_tokens, so, *session->m->tok, *session->stream,
             [&](std::string_view text) {

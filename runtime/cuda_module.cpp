@@ -10,6 +10,7 @@
 #include "runtime/error.h"
 #include "runtime/model.h"
 #include "runtime/session.h"
+#include "runtime/utf8.h"
 
 #ifndef EMBER_INSTALL_LIBDIR
 #define EMBER_INSTALL_LIBDIR "lib"
@@ -50,7 +51,7 @@ const CudaModuleApi* load_module(std::string* why) {
     const bool from_env = env && *env;
     if (from_env) {
         if (!exists(env)) {
-            *why = std::string("EMBER_CUDA_MODULE=") + env + ": no such file";
+            *why = "EMBER_CUDA_MODULE=" + printable(env, 200) + ": no such file";
             return nullptr;
         }
         candidates.push_back(env);
@@ -67,23 +68,23 @@ const CudaModuleApi* load_module(std::string* why) {
     std::string tried;
     for (const std::string& c : candidates) {
         if (!exists(c)) {
-            tried += (tried.empty() ? "" : ", ") + c;
+            tried += (tried.empty() ? "" : ", ") + printable(c, 200);
             continue;
         }
         void* h = dlopen(c.c_str(), RTLD_NOW | RTLD_LOCAL);
         if (!h) {
             const char* e = dlerror();
-            *why = "cannot load " + c + ": " + (e ? e : "unknown error");
+            *why = "cannot load " + printable(c, 200) + ": " + (e ? printable(e, 300) : std::string("unknown error"));
             return nullptr;
         }
         auto fn = reinterpret_cast<EmberCudaModuleFn>(dlsym(h, kCudaModuleSymbol));
         const CudaModuleApi* api = fn ? fn() : nullptr;
         if (!api) {
-            *why = c + " is not ember's CUDA module (no " + kCudaModuleSymbol + ")";
+            *why = printable(c, 200) + " is not ember's CUDA module (no " + kCudaModuleSymbol + ")";
             return nullptr;
         }
         if (api->abi != cuda_module_abi()) {
-            *why = c + " was built from another version of ember (rebuild it with this one)";
+            *why = printable(c, 200) + " was built from another version of ember (rebuild it with this one)";
             return nullptr;
         }
         return api;

@@ -2,15 +2,23 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <string>
 
 #include "runtime/error.h"
 
 namespace ember {
 
 void SamplerOptions::validate() const {
-    if (!(temperature >= 0.0f) || !std::isfinite(temperature)) fail("temperature ", temperature, " must be a finite number >= 0");
+    // %.9g: a float's value in full, so the refusal never rounds it into its own range.
+    auto full = [](float v) {
+        char b[32];
+        std::snprintf(b, sizeof b, "%.9g", static_cast<double>(v));
+        return std::string(b);
+    };
+    if (!(temperature >= 0.0f) || !std::isfinite(temperature)) fail("temperature ", full(temperature), " must be a finite number >= 0");
     if (top_k < 0) fail("top-k ", top_k, " must be >= 0 (0 = off)");
-    if (!(top_p > 0.0f && top_p <= 1.0f)) fail("top-p ", top_p, " must be in (0, 1]");
+    if (!(top_p > 0.0f && top_p <= 1.0f)) fail("top-p ", full(top_p), " must be in (0, 1]");
 }
 
 Sampler::Sampler(const SamplerOptions& opts, int vocab_size, float* scratch_probs, int* scratch_ids)

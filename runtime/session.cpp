@@ -72,7 +72,7 @@ BackendKind resolve_backend(BackendKind b, const SessionOptions& opts) {
 
 std::unique_ptr<Session> make_session(const Model& model, const SessionOptions& opts, BackendKind backend) {
     if (resolve_backend(backend, opts) == BackendKind::Cpu) return std::make_unique<Session>(model, opts);
-    if (opts.adapter) fail("--adapter: LoRA adapters run on the CPU backend only so far; use --backend cpu (or auto)");
+    if (opts.adapter) fail("LoRA adapters run on the CPU backend only so far: use --backend cpu (or auto)");
     if (opts.arena) fail("a caller-owned arena is for the CPU backend; the CUDA backend plans its own device memory");
     return std::make_unique<Session>(model, opts, make_cuda_backend(model, opts));
 }

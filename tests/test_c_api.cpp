@@ -521,6 +521,35 @@ TEST_CASE("C API: session and generate errors: bad options, unknown prompt chara
     CHECK(rc == EMBER_OK);
     CHECK(made == 3);
     CHECK(stop.calls == 3);
+
+    // A top-p just past 1 is named in full, not rounded into its own range.
+    REQUIRE(ember_prefill(s, "The", e.buf, sizeof e.buf) == EMBER_OK);
+    const ember_sampling past_one = sampling(1.0f, 1, 0, 1.0000001f);
+    e.check(ember_generate(s, 5, &past_one, nullptr, nullptr, &made, e.buf, sizeof e.buf), "top-p 1.00000012 must be in (0, 1]");
+
+    // The callback may not reenter the session it is called from: both calls are refused, and
+    // the outer generation goes on to the end.
+    struct Reenter {
+        ember_session* s;
+        int prefill_rc = -1, generate_rc = -1, calls = 0;
+        char msg[256] = {0};
+    } re{s};
+    const int rc2 = ember_generate(
+        s, 4, nullptr,
+        [](const char*, size_t, void* user) {
+            auto* r = static_cast<Reenter*>(user);
+            if (r->calls++ == 0) {
+                r->prefill_rc = ember_prefill(r->s, "x", r->msg, sizeof r->msg);
+                r->generate_rc = ember_generate(r->s, 1, nullptr, nullptr, nullptr, nullptr, nullptr, 0);
+            }
+            return 0;
+        },
+        &re, &made, e.buf, sizeof e.buf);
+    CHECK(rc2 == EMBER_OK);
+    CHECK(made == 4);
+    CHECK(re.prefill_rc == EMBER_ERROR);
+    CHECK(re.generate_rc == EMBER_ERROR);
+    CHECK(std::string(re.msg) == "ember_prefill: called from inside ember_generate's callback on the same session");
     ember_session_destroy(s);
     ember_model_close(m);
 }

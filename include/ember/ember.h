@@ -39,7 +39,10 @@ typedef struct ember_session ember_session;
 /* The library's version, e.g. "0.1.0". */
 const char* ember_version(void);
 
-/* Opens and verifies the .ember file at `path` (mapped read-only). */
+/* Opens and verifies the .ember file at `path` (mapped read-only). The file must not change
+ * while the model is open (a mapping shows the change; a truncated file ends the program with
+ * SIGBUS): replace a model by writing a new file and renaming it over the old one, as
+ * `ember convert` and `ember flash` do. */
 int ember_model_open(const char* path, ember_model** out, char* err, size_t err_size);
 /* Verifies and uses `size` bytes at `data` in place: they must stay valid and unchanged until
  * ember_model_close, and be aligned to EMBER_ARENA_ALIGNMENT. `size` may exceed the file (bytes
@@ -100,7 +103,9 @@ void ember_sampling_default(ember_sampling* s); /* temperature 1, top_k 0, top_p
  * outside a char model's vocabulary is named); a failed prefill leaves no sequence. */
 int ember_prefill(ember_session* session, const char* prompt, char* err, size_t err_size);
 
-/* Called with the text of each generated token, in whole UTF-8 characters: a BPE token that
+/* The callback must not call ember_prefill or ember_generate on the same session (refused with
+ * EMBER_ERROR); other sessions are free.
+ * Called with the text of each generated token, in whole UTF-8 characters: a BPE token that
  * ends inside a character is held back and passed with the token that completes it (so there
  * may be fewer calls than tokens; at the end an incomplete tail is passed as U+FFFD).
  * Return 0 to go on, nonzero to stop. */

@@ -1,5 +1,7 @@
 #include "kernels/cpu/thread_pool.h"
 
+#include <sched.h>
+
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 #define EMBER_CPU_RELAX() _mm_pause()
@@ -38,6 +40,10 @@ ThreadPool::~ThreadPool() {
 }
 
 int ThreadPool::default_threads() {
+    // The cores this process may run on (taskset, cgroups' cpusets), not all of the machine's.
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0) return CPU_COUNT(&set);
     const unsigned n = std::thread::hardware_concurrency();
     return n == 0 ? 1 : static_cast<int>(n);
 }

@@ -72,7 +72,8 @@ public:
         });
     }
 
-    // The number of threads to use when the caller asks for 0 (= all cores).
+    // The number of threads to use when the caller asks for 0: the cores this process may run
+    // on (sched_getaffinity: taskset, a cgroup cpuset), else std::thread::hardware_concurrency.
     static int default_threads();
 
 private:
