@@ -126,10 +126,12 @@ TEST_CASE("--mlock without the privilege to lock warns, naming RLIMIT_MEMLOCK, a
         // No CAP_IPC_LOCK (root has it) and a lock limit of 0 bytes: every mlock fails.
         __user_cap_header_struct hdr{_LINUX_CAPABILITY_VERSION_3, 0};
         __user_cap_data_struct caps[2]{};
+        bool dropped = false;
         if (syscall(SYS_capget, &hdr, caps) == 0) {
             caps[0].effective &= ~(1u << CAP_IPC_LOCK);
-            syscall(SYS_capset, &hdr, caps);
+            dropped = syscall(SYS_capset, &hdr, caps) == 0;
         }
+        if (!dropped && geteuid() == 0) _exit(77);  // root keeping CAP_IPC_LOCK: cannot be tested here
         struct rlimit rl{0, 0};
         if (setrlimit(RLIMIT_MEMLOCK, &rl) != 0) _exit(10);
         const int fd = ::open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
@@ -151,6 +153,10 @@ TEST_CASE("--mlock without the privilege to lock warns, naming RLIMIT_MEMLOCK, a
     int status = 0;
     REQUIRE(waitpid(pid, &status, 0) == pid);
     REQUIRE(WIFEXITED(status));
+    if (WEXITSTATUS(status) == 77) {
+        MESSAGE("skipped: CAP_IPC_LOCK cannot be dropped here");
+        return;
+    }
     CHECK(WEXITSTATUS(status) == 0);
     const std::string text = test::read_file(err);
     CAPTURE(text);
