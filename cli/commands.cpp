@@ -33,6 +33,21 @@ double median(std::vector<double> v) {
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
+// `ember bench`'s line on how the weights are held (--no-mmap, --mlock).
+std::string weights_held(const Model& m, const LoadOptions& load) {
+    std::string s = m.anonymous() ? "anonymous memory (--no-mmap)" : "mapped file";
+    const long long huge = m.huge_page_bytes();
+    char buf[128];
+    if (huge >= 0) {
+        std::snprintf(buf, sizeof buf, ", huge pages: %.1f of %.1f MiB (AnonHugePages)", huge / 1048576.0, m.held_bytes() / 1048576.0);
+        s += buf;
+    } else if (m.anonymous()) {
+        s += ", huge pages: asked (MADV_HUGEPAGE), not measured";
+    }
+    if (load.mlock) s += m.locked() ? ", locked (--mlock)" : ", --mlock failed (see the warning)";
+    return s;
+}
+
 }  // namespace
 
 int cmd_convert(const convert::ConvertOptions& opts) {
@@ -91,7 +106,7 @@ int cmd_generate(const GenerateArgs& a) {
     a.sampler.validate();
     const ContextPolicy policy = parse_context_policy(a.context);
     const BackendKind backend = parse_backend(a.backend);
-    auto model = Model::open(a.model);
+    auto model = Model::open(a.model, a.load);
     const auto tok = make_tokenizer(*model);
     std::vector<int> ids = a.prompt.empty() ? std::vector<int>{tok->start_id()} : tok->encode(a.prompt, "prompt");
     SessionOptions so;
@@ -118,7 +133,7 @@ int cmd_generate(const GenerateArgs& a) {
 
 int cmd_eval(const EvalArgs& a) {
     const BackendKind backend = parse_backend(a.backend);
-    auto model = Model::open(a.model);
+    auto model = Model::open(a.model, a.load);
     int64_t skipped = 0;
     const std::string text = read_text_file(a.text);
     const std::vector<int> ids = a.skip_unknown ? encode_training_text(*model, text, printable(a.text, 200), true, &skipped)
@@ -143,7 +158,7 @@ int cmd_eval(const EvalArgs& a) {
 }
 
 int cmd_bench(const BenchArgs& a) {
-    auto model = Model::open(a.model);
+    auto model = Model::open(a.model, a.load);
     const ModelConfig& c = model->config();
     SessionOptions so;
     so.threads = a.threads;
@@ -205,7 +220,8 @@ int cmd_bench(const BenchArgs& a) {
                                 kernels::linear_kernel_name(kernels::WType::I8);
     if (a.json) {
         nlohmann::json j{{"engine", "ember"}, {"backend", backend.name()}, {"threads", threads}, {"prefill_tok_s", p},
-                         {"decode_tok_s", d}, {"prefill_tokens", n_prefill}, {"decode_tokens", steps}, {"block_size", c.block_size}, {"weight_bytes", model->weight_bytes()}};
+                         {"decode_tok_s", d}, {"prefill_tokens", n_prefill}, {"decode_tokens", steps}, {"block_size", c.block_size}, {"weight_bytes", model->weight_bytes()},
+                         {"mmap", a.load.mmap}, {"mlock", a.load.mlock}, {"mlocked", model->locked()}, {"huge_page_bytes", model->huge_page_bytes()}};
         if (!gpu) j["kernels"] = kernels;
         if (gpu) {
             j["device"] = dev.name;
@@ -224,6 +240,7 @@ int cmd_bench(const BenchArgs& a) {
             std::printf("backend: cpu\nthreads: %d\nkernels: %s\n", threads, kernels.c_str());
         }
         if (!backend.describe().empty()) std::printf("%s\n", backend.describe().c_str());
+        std::printf("weights: %s\n", weights_held(*model, a.load).c_str());
         std::printf("prefill: %.0f tokens/s (window of %d, median of %d)\n", p, n_prefill, a.runs);
         std::printf("decode:  %.0f tokens/s (%d tokens within block_size, median of %d)\n", d, steps, a.runs);
         if (gpu) {

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "converter/convert.h"
+#include "runtime/model.h"
 #include "runtime/sampler.h"
 #include "runtime/session.h"
 
@@ -23,6 +24,7 @@ struct GenerateArgs {
     int threads = 0;
     std::string backend = "auto";  // cpu | cuda | auto
     std::string adapter;  // LoRA adapter file (unmerged), or ""
+    LoadOptions load;     // --no-mmap, --mlock
 };
 int cmd_generate(const GenerateArgs& a);
 
@@ -34,6 +36,7 @@ struct EvalArgs {
     std::string backend = "auto";
     std::string adapter;  // LoRA adapter file (unmerged), or ""
     bool skip_unknown = false;  // drop (and count) characters outside a char model's vocabulary
+    LoadOptions load;           // --no-mmap, --mlock
 };
 int cmd_eval(const EvalArgs& a);
 
@@ -45,6 +48,7 @@ struct BenchArgs {
     int tokens = 0;  // -n: decode tokens, 1..block_size - 1 (0 = block_size - 1)
     bool json = false;
     std::string backend = "auto";
+    LoadOptions load;  // --no-mmap, --mlock
 };
 int cmd_bench(const BenchArgs& a);
 

@@ -14,6 +14,13 @@ using namespace ember;
 
 namespace {
 constexpr int kMaxThreads = 256;
+
+// --no-mmap and --mlock (runtime/model.h, LoadOptions), as llama.cpp spells them.
+void add_load_flags(CLI::App* cmd, LoadOptions& load) {
+    cmd->add_flag_callback("--no-mmap", [&load] { load.mmap = false; },
+                           "read the model into anonymous memory (2 MiB aligned, huge pages advised) instead of mapping the file");
+    cmd->add_flag("--mlock", load.mlock, "lock the model's memory (a failure, e.g. RLIMIT_MEMLOCK, is a warning)");
+}
 }
 
 int main(int argc, char** argv) {
@@ -59,6 +66,7 @@ int main(int argc, char** argv) {
     g->add_option("--threads", gen.threads, "0 = all cores")->capture_default_str()->check(CLI::Range(0, kMaxThreads));
     g->add_option("--backend", gen.backend, "cpu | cuda | auto (CUDA when a GPU is present)")->capture_default_str();
     g->add_option("--adapter", gen.adapter, "LoRA adapter file (ember finetune), applied unmerged");
+    add_load_flags(g, gen.load);
 
     cli::EvalArgs ev;
     auto* e = app.add_subcommand("eval", "mean cross-entropy (nats/token) on a text");
@@ -69,6 +77,7 @@ int main(int argc, char** argv) {
     e->add_option("--backend", ev.backend, "cpu | cuda | auto (CUDA when a GPU is present)")->capture_default_str();
     e->add_option("--adapter", ev.adapter, "LoRA adapter file (ember finetune), applied unmerged");
     e->add_flag("--skip-unknown", ev.skip_unknown, "drop (and count) characters outside the model's vocabulary, as ember finetune does");
+    add_load_flags(e, ev.load);
 
     cli::FinetuneArgs ft;
     auto* ftc = app.add_subcommand("finetune", "LoRA fine-tuning on a text (the last 10% held out), or --merge an adapter");
@@ -108,6 +117,7 @@ int main(int argc, char** argv) {
     b->add_option("-n,--tokens", be.tokens, "tokens to decode (0 = block_size - 1)")->capture_default_str()->check(CLI::NonNegativeNumber);
     b->add_flag("--json", be.json, "print one JSON line");
     b->add_option("--backend", be.backend, "cpu | cuda | auto (CUDA when a GPU is present)")->capture_default_str();
+    add_load_flags(b, be.load);
 
     cli::FlashArgs fl;
     auto* f = app.add_subcommand("flash", "send a model to ember-console over a serial line");

@@ -305,7 +305,7 @@ void Console::cmd_load(const std::string& name, bool remember) {
     const std::string path = opts_.models_dir + "/" + name + ".ember";
     struct stat st{};
     if (::stat(path.c_str(), &st) != 0) fail("load: no model ", name, " (", printable(path, 200), "); see models");
-    auto m = Model::open(path);  // verifies everything; on failure the old model stays
+    auto m = Model::open(path, opts_.holding);  // verifies everything; on failure the old model stays
     auto t = make_tokenizer(*m);
     auto ts = std::make_unique<Utf8Stream>(static_cast<size_t>(t->max_token_bytes()));
     auto s = session_for(*m, nullptr);

@@ -34,6 +34,7 @@ struct ConsoleOptions {
     bool kill_before_rename = false;  // test hook, see ReceiverOptions
     bool fail_dir_fsync = false;      // test hook, see ReceiverOptions
     uint64_t flash_memory_limit = 0;  // see ReceiverOptions::memory_limit
+    LoadOptions holding;           // --no-mmap, --mlock: how models are held (runtime/model.h)
 };
 
 class Console {

@@ -40,6 +40,9 @@ int main(int argc, char** argv) {
     app.add_option("--threads", o.threads, "0 = all cores")->capture_default_str()->check(CLI::Range(0, 256));
     std::string backend = "auto";
     app.add_option("--backend", backend, "cpu, cuda or auto (CUDA when a GPU is present)")->capture_default_str()->check(CLI::IsMember({"cpu", "cuda", "auto"}));
+    app.add_flag_callback("--no-mmap", [&o] { o.holding.mmap = false; },
+                          "read models into anonymous memory (2 MiB aligned, huge pages advised) instead of mapping the files");
+    app.add_flag("--mlock", o.holding.mlock, "lock the loaded model's memory (a failure, e.g. RLIMIT_MEMLOCK, is a warning)");
     app.add_flag("--echo", o.echo, "echo typed characters (a person at a terminal)");
     app.add_flag("--crlf", o.crlf, "end output lines with CR LF (serial terminals)");
     app.add_option("--flash-timeout", o.flash_idle_ms, "ms without a frame before binary mode ends")->capture_default_str()->check(CLI::Range(100, 3600000));

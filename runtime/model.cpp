@@ -2,10 +2,12 @@
 
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <xxhash.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -56,25 +58,108 @@ const char* dtype_name(fb::DType d) { return d == fb::DType::F32 ? "f32" : d == 
 }  // namespace
 
 std::unique_ptr<Model> Model::open(const std::string& path, bool require_checksum) {
+    return open(path, LoadOptions{}, require_checksum);
+}
+
+namespace {
+
+constexpr size_t kHugePage = size_t(2) << 20;
+
+// Anonymous memory for `size` bytes, rounded up to 2 MiB and aligned to 2 MiB (an over-sized
+// mapping trimmed at both ends), madvised for transparent huge pages. Sets *len to its length.
+void* map_anonymous(size_t size, size_t* len) {
+    *len = (size + kHugePage - 1) / kHugePage * kHugePage;
+    const size_t over = *len + kHugePage;
+    void* p = mmap(nullptr, over, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) return p;
+    const uintptr_t lo = reinterpret_cast<uintptr_t>(p);
+    const uintptr_t aligned = (lo + kHugePage - 1) / kHugePage * kHugePage;
+    if (aligned > lo) munmap(p, aligned - lo);
+    if (lo + over > aligned + *len) munmap(reinterpret_cast<void*>(aligned + *len), lo + over - (aligned + *len));
+    // EINVAL where the kernel has no THP: the memory is still good, in small pages.
+    madvise(reinterpret_cast<void*>(aligned), *len, MADV_HUGEPAGE);
+    return reinterpret_cast<void*>(aligned);
+}
+
+// read() all `size` bytes of fd into dst; false (errno set, or 0 when the file ended early)
+// with *got the bytes read.
+bool read_all(int fd, uint8_t* dst, size_t size, size_t* got) {
+    *got = 0;
+    while (*got < size) {
+        const ssize_t r = ::read(fd, dst + *got, std::min<size_t>(size - *got, size_t(1) << 30));
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) {
+            if (r == 0) errno = 0;
+            return false;
+        }
+        *got += static_cast<size_t>(r);
+    }
+    return true;
+}
+
+}  // namespace
+
+std::unique_ptr<Model> Model::open(const std::string& path, const LoadOptions& load, bool require_checksum) {
     std::unique_ptr<Model> m(new Model());
     m->path_ = path;
+    const std::string f = printable(path, 200);
     const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) fail(printable(path, 200), ": cannot open: ", std::strerror(errno));
+    if (fd < 0) fail(f, ": cannot open: ", std::strerror(errno));
     struct stat st {};
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
         ::close(fd);
-        fail(printable(path, 200), ": not a regular file");
+        fail(f, ": not a regular file");
     }
     m->size_ = static_cast<size_t>(st.st_size);
     if (m->size_ < 16) {
         ::close(fd);
-        fail(printable(path, 200), ": ", m->size_, " bytes is too short for an .ember file");
+        fail(f, ": ", m->size_, " bytes is too short for an .ember file");
     }
-    void* p = mmap(nullptr, m->size_, PROT_READ, MAP_PRIVATE, fd, 0);
-    ::close(fd);
-    if (p == MAP_FAILED) fail(printable(path, 200), ": mmap failed: ", std::strerror(errno));
-    m->base_ = static_cast<const uint8_t*>(p);
+    if (load.mmap) {
+        void* p = mmap(nullptr, m->size_, PROT_READ, MAP_PRIVATE, fd, 0);
+        ::close(fd);
+        if (p == MAP_FAILED) fail(f, ": mmap failed: ", std::strerror(errno));
+        m->base_ = static_cast<const uint8_t*>(p);
+        m->map_bytes_ = m->size_;
+    } else {
+        size_t len = 0;
+        void* p = map_anonymous(m->size_, &len);
+        if (p == MAP_FAILED) {
+            const int e = errno;
+            ::close(fd);
+            fail(f, ": cannot allocate ", m->size_, " bytes of anonymous memory to read the model into (--no-mmap): ", std::strerror(e));
+        }
+        m->base_ = static_cast<const uint8_t*>(p);
+        m->map_bytes_ = len;
+        m->anonymous_ = true;
+        m->mapped_ = true;  // the destructor unmaps it from here on
+        size_t got = 0;
+        const bool ok = read_all(fd, static_cast<uint8_t*>(p), m->size_, &got);
+        const int e = errno;
+        ::close(fd);
+        if (!ok) {
+            if (e) fail(f, ": read failed after ", got, " of ", m->size_, " bytes: ", std::strerror(e));
+            fail(f, ": read ", got, " of ", m->size_, " bytes (the file shrank while it was read)");
+        }
+        mprotect(p, len, PROT_READ);  // read-only, as the mapped file is
+    }
     m->mapped_ = true;
+    if (load.mlock) {
+        if (::mlock(m->base_, m->map_bytes_) == 0) {
+            m->locked_ = true;
+        } else {
+            const int e = errno;
+            struct rlimit rl {};
+            std::string limit = "unknown";
+            if (getrlimit(RLIMIT_MEMLOCK, &rl) == 0) {
+                limit = rl.rlim_cur == RLIM_INFINITY ? std::string("unlimited") : std::to_string(rl.rlim_cur) + " bytes";
+            }
+            std::fprintf(stderr,
+                         "ember: warning: %s: mlock of %zu bytes failed: %s (RLIMIT_MEMLOCK is %s; raise it with `ulimit -l` "
+                         "or run with CAP_IPC_LOCK); the model stays unlocked\n",
+                         f.c_str(), m->map_bytes_, std::strerror(e), limit.c_str());
+        }
+    }
     m->verify_and_view(require_checksum);
     return m;
 }
@@ -93,7 +178,30 @@ std::unique_ptr<Model> Model::open_memory(const void* data, size_t size, const s
 }
 
 Model::~Model() {
-    if (base_ && mapped_) munmap(const_cast<uint8_t*>(base_), size_);
+    // The file's mapping or the anonymous memory it was read into; munmap also unlocks.
+    if (base_ && mapped_) munmap(const_cast<uint8_t*>(base_), map_bytes_);
+}
+
+long long Model::huge_page_bytes() const {
+    if (!base_ || !mapped_) return -1;
+    std::FILE* in = std::fopen("/proc/self/smaps", "re");
+    if (!in) return -1;
+    const uintptr_t at = reinterpret_cast<uintptr_t>(base_);
+    long long kb = -1;
+    bool inside = false;
+    char line[512];
+    while (std::fgets(line, sizeof line, in)) {
+        unsigned long long lo = 0, hi = 0;
+        char dash = 0;
+        if (std::sscanf(line, "%llx%c%llx ", &lo, &dash, &hi) == 3 && dash == '-') {
+            if (inside) break;  // the mapping's block ended
+            inside = lo <= at && at < hi;
+        } else if (inside && std::sscanf(line, "AnonHugePages: %lld kB", &kb) == 1) {
+            break;
+        }
+    }
+    std::fclose(in);
+    return kb < 0 ? -1 : kb * 1024;
 }
 
 size_t Model::weight_bytes() const {

@@ -1,4 +1,5 @@
-// A loaded .ember model: the file mapped read-only, verified once, and viewed in place.
+// A loaded .ember model: the file mapped read-only (or read into anonymous memory, see
+// LoadOptions), verified once, and viewed in place.
 //
 // Verification at open (the trust boundary: nothing after it re-checks): size prefix within
 // the file, FlatBuffers verifier, identifier "EMBR", format_version, configuration bounds
@@ -86,12 +87,35 @@ struct TensorInfo {
     uint64_t bytes = 0;  // data + scales
 };
 
+// How open() holds the file's bytes (the command line's --no-mmap and --mlock, as llama.cpp
+// spells them). Either way the bytes are verified exactly as described above.
+struct LoadOptions {
+    // true: the file is mapped read-only (MAP_PRIVATE); pages come from the page cache on first
+    // touch, are shared with other processes mapping the file and can be dropped under memory
+    // pressure (then read again). Costs no memory beyond the page cache.
+    // false: the file is read() into anonymous memory, mmap(MAP_PRIVATE | MAP_ANONYMOUS) of the
+    // file size rounded up to 2 MiB, aligned to 2 MiB, madvise(MADV_HUGEPAGE) so that
+    // transparent huge pages back it where the kernel allows (THP "madvise" or "always"), then
+    // made read-only. Costs the file's size (rounded up to 2 MiB) in private memory, on top of
+    // the page cache the read fills, and a full read of the file at start-up; pages are not
+    // shared and can only be swapped, not dropped. Errors: the mapping failing (ENOMEM), a read
+    // error, or fewer bytes read than fstat said (the file shrank) throw ember::Error.
+    bool mmap = true;
+    // mlock() the model's bytes (either way): resident from open() on, never paged out. A
+    // failure (RLIMIT_MEMLOCK, `ulimit -l`, too low without CAP_IPC_LOCK) is a warning on
+    // stderr naming the limit, and the model loads unlocked; never an error. Locked memory
+    // counts against RLIMIT_MEMLOCK; munmap unlocks it.
+    bool mlock = false;
+};
+
 class Model {
 public:
     // Maps and verifies `path`. With require_checksum false a checksum mismatch is recorded
     // (checksum_ok() == false) instead of thrown: `ember info` reports it; nothing runs such
     // a model. Throws ember::Error.
     static std::unique_ptr<Model> open(const std::string& path, bool require_checksum = true);
+    // The same, holding the bytes as `load` says (mapped file or anonymous memory, locked).
+    static std::unique_ptr<Model> open(const std::string& path, const LoadOptions& load, bool require_checksum = true);
     // Verifies `size` bytes at `data` (64-byte aligned; kept valid and unchanged by the caller
     // while the model lives) and uses them in place; `name` stands for the path in messages.
     // Throws ember::Error, as open().
@@ -114,6 +138,16 @@ public:
     bool checksum_ok() const { return checksum_ok_; }
     uint64_t checksum() const { return checksum_; }
     std::string provenance() const;  // one line: source file, SHA-256, converter
+    // How the bytes are held: false for anonymous memory (--no-mmap) and for open_memory.
+    bool file_mapped() const { return mapped_ && !anonymous_; }
+    bool anonymous() const { return anonymous_; }
+    bool locked() const { return locked_; }  // mlock succeeded
+    // Length of the memory holding the file: its size mapped, or that rounded up to 2 MiB
+    // (--no-mmap); 0 for open_memory.
+    size_t held_bytes() const { return mapped_ ? map_bytes_ : 0; }
+    // Bytes of the model's memory backed by transparent huge pages (AnonHugePages of its
+    // mapping in /proc/self/smaps), or -1 when that cannot be read.
+    long long huge_page_bytes() const;
 
 private:
     Model() = default;
@@ -123,6 +157,9 @@ private:
     const uint8_t* base_ = nullptr;
     size_t size_ = 0;
     bool mapped_ = false;  // base_ is our mmap (open), not the caller's bytes (open_memory)
+    bool anonymous_ = false;  // that mmap is anonymous memory the file was read into
+    bool locked_ = false;
+    size_t map_bytes_ = 0;    // length of our mmap (size_, or size_ rounded up to 2 MiB)
     ModelConfig config_;
     ModelWeights weights_;
     std::vector<uint32_t> code_points_;
