@@ -60,6 +60,15 @@ void weighted_sum_plain(const float* w, const float* v, int ldv, int n_keys, flo
     }
 }
 
+void softmax_plain(float* w, int n) {
+    float mx = -INFINITY;
+    for (int j = 0; j < n; ++j) mx = std::max(mx, w[j]);
+    float sum = 0.0f;
+    for (int j = 0; j < n; ++j) sum += (w[j] = std::exp(w[j] - mx));
+    const float inv = 1.0f / sum;
+    for (int j = 0; j < n; ++j) w[j] *= inv;
+}
+
 }  // namespace ops_detail
 
 namespace {
@@ -83,12 +92,7 @@ void run_attention(const OpKernels& kern, const float* q, const float* k, const 
         }
         float* w = scores + static_cast<size_t>(thread) * scores_ld;
         kern.scores(qh, k + h * hs, C, n_keys, hs, s.scale, w);
-        float mx = -INFINITY;
-        for (int j = 0; j < n_keys; ++j) mx = std::max(mx, w[j]);
-        float sum = 0.0f;
-        for (int j = 0; j < n_keys; ++j) sum += (w[j] = std::exp(w[j] - mx));
-        const float inv = 1.0f / sum;
-        for (int j = 0; j < n_keys; ++j) w[j] *= inv;
+        kern.softmax(w, n_keys);
         kern.weighted_sum(w, v + h * hs, C, n_keys, o, hs);
     };
     const int n_items = s.T * s.n_head;

@@ -30,9 +30,9 @@ struct AttentionShape {
 void attention_ref(const float* q, const float* k, const float* v, const AttentionShape& s, float* out);
 
 // Fast: (t, h) pairs split across the pool; scores [pool.size(), max keys] caller-owned
-// scratch with row stride `scores_ld`. Allocates nothing. The q.k and weighted-sum loops are
-// those of cpu_level() (cpu_features.h: AVX2 + FMA on x86-64, NEON on aarch64, else plain);
-// softmax is scalar f32 with std::exp at every level.
+// scratch with row stride `scores_ld`. Allocates nothing. The q.k, softmax and weighted-sum
+// loops are those of cpu_level() (cpu_features.h: AVX2 + FMA on x86-64, NEON on aarch64, else
+// plain); plain's softmax uses std::exp, the vector ones a Cephes-style e^x within a few ulp.
 void attention(const float* q, const float* k, const float* v, const AttentionShape& s, float* out,
                float* scores, int scores_ld, ThreadPool& pool);
 // attention() with the loops of `level`, or of the highest level below it this CPU runs

@@ -4,6 +4,7 @@
 // with the baseline objects through an inline function the linker could pick.
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 
@@ -139,6 +140,30 @@ void weighted_sum_avx2(const float* w, const float* v, int ldv, int n_keys, floa
         for (int j = 0; j < n_keys; ++j) acc += w[j] * v[static_cast<size_t>(j) * ldv + d];
         o[d] = acc;
     }
+}
+
+void softmax_avx2(float* w, int n) {
+    int j = 0;
+    __m256 vmx = _mm256_set1_ps(-INFINITY);
+    for (; j + 8 <= n; j += 8) vmx = _mm256_max_ps(vmx, _mm256_loadu_ps(w + j));
+    __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(vmx), _mm256_extractf128_ps(vmx, 1));
+    m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+    m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
+    float mx = _mm_cvtss_f32(m4);
+    for (; j < n; ++j) mx = std::max(mx, w[j]);
+    vmx = _mm256_set1_ps(mx);
+    __m256 vs = _mm256_setzero_ps();
+    for (j = 0; j + 8 <= n; j += 8) {
+        const __m256 e = exp_ps(_mm256_sub_ps(_mm256_loadu_ps(w + j), vmx));
+        _mm256_storeu_ps(w + j, e);
+        vs = _mm256_add_ps(vs, e);
+    }
+    float sum = hsum(vs);
+    for (; j < n; ++j) sum += (w[j] = std::exp(w[j] - mx));
+    const float inv = 1.0f / sum;
+    const __m256 vinv = _mm256_set1_ps(inv);
+    for (j = 0; j + 8 <= n; j += 8) _mm256_storeu_ps(w + j, _mm256_mul_ps(_mm256_loadu_ps(w + j), vinv));
+    for (; j < n; ++j) w[j] *= inv;
 }
 
 void layernorm_row_avx2(const float* x, int C, const float* weight, const float* bias, float eps, float* out) {

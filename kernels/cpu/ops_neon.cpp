@@ -3,6 +3,7 @@
 // through the run-time choice, so EMBER_CPU_KERNELS=plain runs the plain bodies.
 #include <arm_neon.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 
@@ -124,6 +125,26 @@ void weighted_sum_neon(const float* w, const float* v, int ldv, int n_keys, floa
         for (int j = 0; j < n_keys; ++j) acc += w[j] * v[static_cast<size_t>(j) * ldv + d];
         o[d] = acc;
     }
+}
+
+void softmax_neon(float* w, int n) {
+    int j = 0;
+    float32x4_t vmx = vdupq_n_f32(-INFINITY);
+    for (; j + 4 <= n; j += 4) vmx = vmaxq_f32(vmx, vld1q_f32(w + j));
+    float mx = vmaxvq_f32(vmx);
+    for (; j < n; ++j) mx = std::max(mx, w[j]);
+    vmx = vdupq_n_f32(mx);
+    float32x4_t vs = vdupq_n_f32(0.0f);
+    for (j = 0; j + 4 <= n; j += 4) {
+        const float32x4_t e = exp_ps(vsubq_f32(vld1q_f32(w + j), vmx));
+        vst1q_f32(w + j, e);
+        vs = vaddq_f32(vs, e);
+    }
+    float sum = vaddvq_f32(vs);
+    for (; j < n; ++j) sum += (w[j] = std::exp(w[j] - mx));
+    const float inv = 1.0f / sum;
+    for (j = 0; j + 4 <= n; j += 4) vst1q_f32(w + j, vmulq_n_f32(vld1q_f32(w + j), inv));
+    for (; j < n; ++j) w[j] *= inv;
 }
 
 void layernorm_row_neon(const float* x, int C, const float* weight, const float* bias, float eps, float* out) {

@@ -5,6 +5,7 @@
 //
 // Tolerances, as max |y - ref| / max(1, max |ref|):
 //   attention < 1e-5 (f32 sums of at most 100 products and a softmax in f32, ref in double);
+//   softmax < 1e-6 (the vector e^x within a few ulp; probabilities at most 1);
 //   layernorm < 1e-5 (f32 two-pass mean and variance over up to 769 values, ref in double);
 //   activation < 1e-6 (ReLU exact; the vector GELUs' e^x within a few ulp and erf within 1.5e-7).
 #include <doctest/doctest.h>
@@ -99,6 +100,24 @@ TEST_CASE("kernel variants: attention at every level this CPU runs matches atten
             if (c.n_keys0 == 0) {
                 for (int d = 0; d < C; ++d) CHECK(out[d] == 0.0f);  // query 0 sees no key
             }
+        }
+    }
+}
+
+TEST_CASE("kernel variants: softmax at every level this CPU runs matches a double softmax, over a wide range") {
+    for (CpuLevel level : levels_to_test()) {
+        for (int n : {1, 3, 8, 13, 64, 257}) {
+            const std::string level_name = cpu_level_name(level);
+            CAPTURE(level_name);
+            CAPTURE(n);
+            auto w = randn(n, 40 + n, 30.0f);  // e^(w - max) from 1 down to below f32's range
+            std::vector<float> ref(n);
+            double mx = -INFINITY, sum = 0.0;
+            for (float e : w) mx = std::max(mx, static_cast<double>(e));
+            for (int j = 0; j < n; ++j) sum += std::exp(w[j] - mx);
+            for (int j = 0; j < n; ++j) ref[j] = static_cast<float>(std::exp(w[j] - mx) / sum);
+            ops_detail::op_kernels_at(level).softmax(w.data(), n);
+            CHECK(max_rel(w, ref) < 1e-6);
         }
     }
 }
