@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include "kernels/cpu/ops_variants.h"
+
 namespace ember::kernels {
 
 namespace {
@@ -22,7 +24,10 @@ void activation_ref(ActivationKind kind, float* x, size_t n) {
     }
 }
 
-void activation(ActivationKind kind, float* x, size_t n) {
+namespace ops_detail {
+
+// The plain body of ops_variants.h's ActivationFn (also the variants' tail).
+void activation_plain(ActivationKind kind, float* x, size_t n) {
     switch (kind) {
     case ActivationKind::ReLU:
         for (size_t i = 0; i < n; ++i) x[i] = x[i] > 0.0f ? x[i] : 0.0f;
@@ -37,6 +42,14 @@ void activation(ActivationKind kind, float* x, size_t n) {
         }
         break;
     }
+}
+
+}  // namespace ops_detail
+
+void activation(ActivationKind kind, float* x, size_t n) { ops_detail::op_kernels().activation(kind, x, n); }
+
+void activation_at(CpuLevel level, ActivationKind kind, float* x, size_t n) {
+    ops_detail::op_kernels_at(level).activation(kind, x, n);
 }
 
 }  // namespace ember::kernels

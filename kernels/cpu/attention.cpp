@@ -5,7 +5,7 @@
 #include <cstddef>
 #include <vector>
 
-#include "kernels/cpu/simd.h"
+#include "kernels/cpu/ops_variants.h"
 
 namespace ember::kernels {
 
@@ -19,7 +19,7 @@ void attention_ref(const float* q, const float* k, const float* v, const Attenti
             float* o = out + static_cast<size_t>(t) * C + h * s.head_size;
             if (n_keys == 0) {
                 for (int d = 0; d < s.head_size; ++d) o[d] = 0.0f;
-                return;
+                continue;
             }
             double mx = -INFINITY;
             for (int j = 0; j < n_keys; ++j) {
@@ -40,69 +40,43 @@ void attention_ref(const float* q, const float* k, const float* v, const Attenti
     }
 }
 
-namespace {
+namespace ops_detail {
 
-
-// scores[j] = (q . k[j * ldk + 0:n]) * scale for j < n_keys; four keys per pass share the
-// loads of q and one horizontal reduction.
-inline void scores_of(const float* q, const float* k, int ldk, int n_keys, int n, float scale, float* scores) {
-    int j = 0;
-#ifdef EMBER_AVX2
-    if (n % 8 == 0) {
-        for (; j + 4 <= n_keys; j += 4) {
-            const float* k0 = k + static_cast<size_t>(j) * ldk;
-            __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-            for (int d = 0; d < n; d += 8) {
-                const __m256 vq = _mm256_loadu_ps(q + d);
-                a0 = _mm256_fmadd_ps(vq, _mm256_loadu_ps(k0 + d), a0);
-                a1 = _mm256_fmadd_ps(vq, _mm256_loadu_ps(k0 + ldk + d), a1);
-                a2 = _mm256_fmadd_ps(vq, _mm256_loadu_ps(k0 + 2 * ldk + d), a2);
-                a3 = _mm256_fmadd_ps(vq, _mm256_loadu_ps(k0 + 3 * ldk + d), a3);
-            }
-            // [a0 a1 a2 a3] -> four sums
-            const __m256 h01 = _mm256_hadd_ps(a0, a1);
-            const __m256 h23 = _mm256_hadd_ps(a2, a3);
-            const __m256 h = _mm256_hadd_ps(h01, h23);  // per 128-bit half: s0 s1 s2 s3
-            const __m128 sum = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
-            _mm_storeu_ps(scores + j, _mm_mul_ps(sum, _mm_set1_ps(scale)));
-        }
+// The plain bodies of ops_variants.h's ScoresFn and WeightedSumFn.
+void scores_plain(const float* q, const float* k, int ldk, int n_keys, int n, float scale, float* scores) {
+    for (int j = 0; j < n_keys; ++j) {
+        const float* kj = k + static_cast<size_t>(j) * ldk;
+        float acc = 0.0f;
+        for (int d = 0; d < n; ++d) acc += q[d] * kj[d];
+        scores[j] = acc * scale;
     }
-#endif
-    for (; j < n_keys; ++j) scores[j] = simd::dot_f32(q, k + static_cast<size_t>(j) * ldk, n) * scale;
 }
 
-// o[0:n] = sum_j w[j] * v[j * ldv + 0:n] over j < n_keys, the accumulators held in registers
-// (32 columns at a time) instead of a read-modify-write of o per key.
-inline void weighted_sum(const float* w, const float* v, int ldv, int n_keys, float* o, int n) {
-    int d = 0;
-#ifdef EMBER_AVX2
-    for (; d + 32 <= n; d += 32) {
-        __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-        const float* vj = v + d;
-        for (int j = 0; j < n_keys; ++j, vj += ldv) {
-            const __m256 wj = _mm256_set1_ps(w[j]);
-            a0 = _mm256_fmadd_ps(wj, _mm256_loadu_ps(vj), a0);
-            a1 = _mm256_fmadd_ps(wj, _mm256_loadu_ps(vj + 8), a1);
-            a2 = _mm256_fmadd_ps(wj, _mm256_loadu_ps(vj + 16), a2);
-            a3 = _mm256_fmadd_ps(wj, _mm256_loadu_ps(vj + 24), a3);
-        }
-        _mm256_storeu_ps(o + d, a0);
-        _mm256_storeu_ps(o + d + 8, a1);
-        _mm256_storeu_ps(o + d + 16, a2);
-        _mm256_storeu_ps(o + d + 24, a3);
-    }
-#endif
-    for (; d < n; ++d) {
+void weighted_sum_plain(const float* w, const float* v, int ldv, int n_keys, float* o, int n) {
+    for (int d = 0; d < n; ++d) {
         float acc = 0.0f;
         for (int j = 0; j < n_keys; ++j) acc += w[j] * v[static_cast<size_t>(j) * ldv + d];
         o[d] = acc;
     }
 }
 
-}  // namespace
+void softmax_plain(float* w, int n) {
+    float mx = -INFINITY;
+    for (int j = 0; j < n; ++j) mx = std::max(mx, w[j]);
+    float sum = 0.0f;
+    for (int j = 0; j < n; ++j) sum += (w[j] = std::exp(w[j] - mx));
+    const float inv = 1.0f / sum;
+    for (int j = 0; j < n; ++j) w[j] *= inv;
+}
 
-void attention(const float* q, const float* k, const float* v, const AttentionShape& s, float* out,
-               float* scores, int scores_ld, ThreadPool& pool) {
+}  // namespace ops_detail
+
+namespace {
+
+using ops_detail::OpKernels;
+
+void run_attention(const OpKernels& kern, const float* q, const float* k, const float* v, const AttentionShape& s,
+                   float* out, float* scores, int scores_ld, ThreadPool& pool) {
     const int C = s.n_head * s.head_size;
     const int hs = s.head_size;
     // One (query, head) item: scores, softmax, weighted sum of v.
@@ -117,14 +91,9 @@ void attention(const float* q, const float* k, const float* v, const AttentionSh
             return;
         }
         float* w = scores + static_cast<size_t>(thread) * scores_ld;
-        scores_of(qh, k + h * hs, C, n_keys, hs, s.scale, w);
-        float mx = -INFINITY;
-        for (int j = 0; j < n_keys; ++j) mx = std::max(mx, w[j]);
-        float sum = 0.0f;
-        for (int j = 0; j < n_keys; ++j) sum += (w[j] = std::exp(w[j] - mx));
-        const float inv = 1.0f / sum;
-        for (int j = 0; j < n_keys; ++j) w[j] *= inv;
-        weighted_sum(w, v + h * hs, C, n_keys, o, hs);
+        kern.scores(qh, k + h * hs, C, n_keys, hs, s.scale, w);
+        kern.softmax(w, n_keys);
+        kern.weighted_sum(w, v + h * hs, C, n_keys, o, hs);
     };
     const int n_items = s.T * s.n_head;
     if (s.T == 1) {  // decode: equal items, one contiguous range per thread
@@ -134,6 +103,18 @@ void attention(const float* q, const float* k, const float* v, const AttentionSh
     } else {  // prefill: later queries see more keys, so items are claimed one by one
         pool.run(n_items, item_fn);
     }
+}
+
+}  // namespace
+
+void attention(const float* q, const float* k, const float* v, const AttentionShape& s, float* out,
+               float* scores, int scores_ld, ThreadPool& pool) {
+    run_attention(ops_detail::op_kernels(), q, k, v, s, out, scores, scores_ld, pool);
+}
+
+void attention_at(CpuLevel level, const float* q, const float* k, const float* v, const AttentionShape& s,
+                  float* out, float* scores, int scores_ld, ThreadPool& pool) {
+    run_attention(ops_detail::op_kernels_at(level), q, k, v, s, out, scores, scores_ld, pool);
 }
 
 }  // namespace ember::kernels
@@ -193,6 +174,7 @@ void attention_backward(const float* qkv, const float* dout, int B, int T, int n
                         float* scratch, ThreadPool& pool) {
     const int C = n_head * hs;
     const size_t ld = 3 * static_cast<size_t>(C);
+    const auto scores_of = ops_detail::op_kernels().scores;
     pool.run(B * n_head, [&](int item, int thread) {
         const int b = item / n_head;
         const int h = item % n_head;

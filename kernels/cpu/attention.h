@@ -12,6 +12,7 @@
 // A query with no visible key (n_keys0 + t == 0) gets 0, not NaN.
 #pragma once
 
+#include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/thread_pool.h"
 
 namespace ember::kernels {
@@ -29,9 +30,15 @@ struct AttentionShape {
 void attention_ref(const float* q, const float* k, const float* v, const AttentionShape& s, float* out);
 
 // Fast: (t, h) pairs split across the pool; scores [pool.size(), max keys] caller-owned
-// scratch with row stride `scores_ld`. Allocates nothing.
+// scratch with row stride `scores_ld`. Allocates nothing. The q.k, softmax and weighted-sum
+// loops are those of cpu_level() (cpu_features.h: AVX2 + FMA on x86-64, NEON on aarch64, else
+// plain); plain's softmax uses std::exp, the vector ones a Cephes-style e^x within a few ulp.
 void attention(const float* q, const float* k, const float* v, const AttentionShape& s, float* out,
                float* scores, int scores_ld, ThreadPool& pool);
+// attention() with the loops of `level`, or of the highest level below it this CPU runs
+// (cpu_level_clamp): for tests and benchmarks.
+void attention_at(CpuLevel level, const float* q, const float* k, const float* v, const AttentionShape& s,
+                  float* out, float* scores, int scores_ld, ThreadPool& pool);
 
 // Training backward: B sequences of T tokens in the fused layout qkv [B, T, 3C] (q | k | v,
 // heads in order), causal (query t sees keys 0..t), as the forward above computes with

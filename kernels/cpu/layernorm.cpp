@@ -3,6 +3,8 @@
 #include <cmath>
 #include <cstddef>
 
+#include "kernels/cpu/ops_variants.h"
+
 namespace ember::kernels {
 
 void layernorm_ref(const float* x, int T, int C, const float* weight, const float* bias, float eps,
@@ -23,25 +25,44 @@ void layernorm_ref(const float* x, int T, int C, const float* weight, const floa
     }
 }
 
-void layernorm(const float* x, int T, int C, const float* weight, const float* bias, float eps, float* out) {
-    for (int t = 0; t < T; ++t) {
-        const float* xr = x + static_cast<size_t>(t) * C;
-        float* o = out + static_cast<size_t>(t) * C;
-        float sum = 0.0f;
-        for (int c = 0; c < C; ++c) sum += xr[c];
-        const float mean = sum / C;
-        float sq = 0.0f;
-        for (int c = 0; c < C; ++c) {
-            const float d = xr[c] - mean;
-            sq += d * d;
-        }
-        const float rstd = 1.0f / std::sqrt(sq / C + eps);
-        if (bias) {
-            for (int c = 0; c < C; ++c) o[c] = (xr[c] - mean) * rstd * weight[c] + bias[c];
-        } else {
-            for (int c = 0; c < C; ++c) o[c] = (xr[c] - mean) * rstd * weight[c];
-        }
+namespace ops_detail {
+
+// The plain body of ops_variants.h's LayerNormRowFn.
+void layernorm_row_plain(const float* xr, int C, const float* weight, const float* bias, float eps, float* o) {
+    float sum = 0.0f;
+    for (int c = 0; c < C; ++c) sum += xr[c];
+    const float mean = sum / C;
+    float sq = 0.0f;
+    for (int c = 0; c < C; ++c) {
+        const float d = xr[c] - mean;
+        sq += d * d;
     }
+    const float rstd = 1.0f / std::sqrt(sq / C + eps);
+    if (bias) {
+        for (int c = 0; c < C; ++c) o[c] = (xr[c] - mean) * rstd * weight[c] + bias[c];
+    } else {
+        for (int c = 0; c < C; ++c) o[c] = (xr[c] - mean) * rstd * weight[c];
+    }
+}
+
+}  // namespace ops_detail
+
+namespace {
+
+void run_layernorm(ops_detail::LayerNormRowFn row, const float* x, int T, int C, const float* weight,
+                   const float* bias, float eps, float* out) {
+    for (int t = 0; t < T; ++t) row(x + static_cast<size_t>(t) * C, C, weight, bias, eps, out + static_cast<size_t>(t) * C);
+}
+
+}  // namespace
+
+void layernorm(const float* x, int T, int C, const float* weight, const float* bias, float eps, float* out) {
+    run_layernorm(ops_detail::op_kernels().layernorm_row, x, T, C, weight, bias, eps, out);
+}
+
+void layernorm_at(CpuLevel level, const float* x, int T, int C, const float* weight, const float* bias, float eps,
+                  float* out) {
+    run_layernorm(ops_detail::op_kernels_at(level).layernorm_row, x, T, C, weight, bias, eps, out);
 }
 
 }  // namespace ember::kernels

@@ -3,6 +3,8 @@
 // weight [C]; bias [C] or null (nanoGPT's bias=False). out may alias x.
 #pragma once
 
+#include "kernels/cpu/cpu_features.h"
+
 namespace ember::kernels {
 
 // Plain reference in double precision.
@@ -10,8 +12,12 @@ void layernorm_ref(const float* x, int T, int C, const float* weight, const floa
                    float* out);
 
 // Two passes per row in f32 (mean, then centred variance), which stays exact for rows of
-// large equal magnitude where the one-pass E[x^2] - E[x]^2 formula cancels.
+// large equal magnitude where the one-pass E[x^2] - E[x]^2 formula cancels. The row loop is
+// cpu_level()'s (cpu_features.h: AVX2 + FMA on x86-64, NEON on aarch64, else plain).
 void layernorm(const float* x, int T, int C, const float* weight, const float* bias, float eps, float* out);
+// layernorm() with the row loop of `level`, or of the highest level below it this CPU runs.
+void layernorm_at(CpuLevel level, const float* x, int T, int C, const float* weight, const float* bias, float eps,
+                  float* out);
 
 // Backward to the input only (weight and bias are frozen): with xhat = (x - mean) * rstd and
 // g = dy * weight, dx = rstd * (g - mean(g) - xhat * mean(g * xhat)) per row, ADDED to dx

@@ -1,5 +1,6 @@
-// Small vector helpers shared by the CPU kernels (not ops themselves): the horizontal sum of
-// an AVX register and an f32 dot product, with plain C++ where AVX2/FMA are not targeted.
+// Small vector helpers for kernels compiled for the target only (lora.cpp; not ops themselves):
+// the horizontal sum of an AVX register and an f32 dot product, with plain C++ where AVX2/FMA
+// are not targeted. The ops chosen at run time have their own (ops_variants.h, linear_variants.h).
 #pragma once
 
 #if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)

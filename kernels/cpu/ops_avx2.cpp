@@ -1,0 +1,210 @@
+// x86-64 AVX2 + FMA bodies of attention, layernorm and activation (ops_variants.h), compiled
+// with -mavx2 -mfma -mf16c (kernels/CMakeLists.txt) and called only on a CPU that has them.
+// Everything but the exported entry points has internal linkage, so no AVX2 code is shared
+// with the baseline objects through an inline function the linker could pick.
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+
+#include "kernels/cpu/ops_variants.h"
+
+namespace ember::kernels::ops_detail {
+
+namespace {
+
+float hsum(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+// sum_k a[k] * b[k] over n floats: two accumulators of 8, then the scalar tail.
+float dot(const float* a, const float* b, int n) {
+    int k = 0;
+    __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
+    for (; k + 16 <= n; k += 16) {
+        s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + k), _mm256_loadu_ps(b + k), s0);
+        s1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + k + 8), _mm256_loadu_ps(b + k + 8), s1);
+    }
+    float acc = hsum(_mm256_add_ps(s0, s1));
+    for (; k < n; ++k) acc += a[k] * b[k];
+    return acc;
+}
+
+// e^x, Cephes' expf: x = n ln2 + r with |r| <= ln2 / 2, a degree-5 polynomial in r, 2^n built
+// in the exponent bits. Inputs clamped to [-87, 88] (2^n stays a normal float); within about
+// 2 ulp of std::exp there.
+__m256 exp_ps(__m256 x) {
+    x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-87.0f)), _mm256_set1_ps(88.0f));
+    const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
+    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
+    __m256 p = _mm256_set1_ps(1.9875691500e-4f);
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
+    const __m256 y = _mm256_add_ps(_mm256_fmadd_ps(_mm256_mul_ps(p, r), r, r), _mm256_set1_ps(1.0f));
+    const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+    return _mm256_mul_ps(y, _mm256_castsi256_ps(e));
+}
+
+// 0.5 x (1 + tanh(u)) = x / (1 + e^(-2u)), u = sqrt(2/pi) (x + 0.044715 x^3).
+__m256 gelu_tanh_ps(__m256 x) {
+    const __m256 x2 = _mm256_mul_ps(x, x);
+    const __m256 u = _mm256_mul_ps(_mm256_mul_ps(x, _mm256_set1_ps(0.7978845608f)),
+                                   _mm256_fmadd_ps(x2, _mm256_set1_ps(0.044715f), _mm256_set1_ps(1.0f)));
+    const __m256 e = exp_ps(_mm256_mul_ps(u, _mm256_set1_ps(-2.0f)));
+    return _mm256_div_ps(x, _mm256_add_ps(e, _mm256_set1_ps(1.0f)));
+}
+
+// 0.5 x (1 + erf(x / sqrt 2)) with erfc(z) = P(t) e^(-z^2), t = 1 / (1 + p z), z = |x| / sqrt 2
+// (Abramowitz and Stegun 7.1.26, |error| < 1.5e-7): x >= 0 gives 0.5 x (2 - erfc), x < 0
+// 0.5 x erfc, so neither side cancels.
+__m256 gelu_erf_ps(__m256 x) {
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    const __m256 z = _mm256_mul_ps(_mm256_andnot_ps(sign, x), _mm256_set1_ps(0.70710678118654752f));
+    const __m256 t = _mm256_div_ps(_mm256_set1_ps(1.0f), _mm256_fmadd_ps(z, _mm256_set1_ps(0.3275911f), _mm256_set1_ps(1.0f)));
+    __m256 p = _mm256_set1_ps(1.061405429f);
+    p = _mm256_fmadd_ps(p, t, _mm256_set1_ps(-1.453152027f));
+    p = _mm256_fmadd_ps(p, t, _mm256_set1_ps(1.421413741f));
+    p = _mm256_fmadd_ps(p, t, _mm256_set1_ps(-0.284496736f));
+    p = _mm256_fmadd_ps(p, t, _mm256_set1_ps(0.254829592f));
+    p = _mm256_mul_ps(p, t);
+    const __m256 erfc = _mm256_mul_ps(p, exp_ps(_mm256_sub_ps(_mm256_setzero_ps(), _mm256_mul_ps(z, z))));
+    const __m256 neg = _mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_LT_OQ);
+    const __m256 f = _mm256_blendv_ps(_mm256_sub_ps(_mm256_set1_ps(2.0f), erfc), erfc, neg);
+    return _mm256_mul_ps(_mm256_mul_ps(x, _mm256_set1_ps(0.5f)), f);
+}
+
+template <typename F>
+void map_inplace(float* x, size_t n, F f, ActivationKind kind) {
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(x + i, f(_mm256_loadu_ps(x + i)));
+    if (i < n) activation_plain(kind, x + i, n - i);
+}
+
+}  // namespace
+
+void scores_avx2(const float* q, const float* k, int ldk, int n_keys, int n, float scale, float* scores) {
+    int j = 0;
+    if (n % 8 == 0) {  // four keys per pass share the loads of q and one horizontal reduction
+        for (; j + 4 <= n_keys; j += 4) {
+            const float* k0 = k + static_cast<size_t>(j) * ldk;
+            __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+            for (int d = 0; d < n; d += 8) {
+                const __m256 vq = _mm256_loadu_ps(q + d);
+                a0 = _mm256_fmadd_ps(vq, _mm256_loadu_ps(k0 + d), a0);
+                a1 = _mm256_fmadd_ps(vq, _mm256_loadu_ps(k0 + ldk + d), a1);
+                a2 = _mm256_fmadd_ps(vq, _mm256_loadu_ps(k0 + 2 * ldk + d), a2);
+                a3 = _mm256_fmadd_ps(vq, _mm256_loadu_ps(k0 + 3 * ldk + d), a3);
+            }
+            const __m256 h = _mm256_hadd_ps(_mm256_hadd_ps(a0, a1), _mm256_hadd_ps(a2, a3));  // per half: s0..s3
+            const __m128 sum = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+            _mm_storeu_ps(scores + j, _mm_mul_ps(sum, _mm_set1_ps(scale)));
+        }
+    }
+    for (; j < n_keys; ++j) scores[j] = dot(q, k + static_cast<size_t>(j) * ldk, n) * scale;
+}
+
+void weighted_sum_avx2(const float* w, const float* v, int ldv, int n_keys, float* o, int n) {
+    int d = 0;
+    for (; d + 32 <= n; d += 32) {  // 32 columns held in registers across the keys
+        __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+        const float* vj = v + d;
+        for (int j = 0; j < n_keys; ++j, vj += ldv) {
+            const __m256 wj = _mm256_set1_ps(w[j]);
+            a0 = _mm256_fmadd_ps(wj, _mm256_loadu_ps(vj), a0);
+            a1 = _mm256_fmadd_ps(wj, _mm256_loadu_ps(vj + 8), a1);
+            a2 = _mm256_fmadd_ps(wj, _mm256_loadu_ps(vj + 16), a2);
+            a3 = _mm256_fmadd_ps(wj, _mm256_loadu_ps(vj + 24), a3);
+        }
+        _mm256_storeu_ps(o + d, a0);
+        _mm256_storeu_ps(o + d + 8, a1);
+        _mm256_storeu_ps(o + d + 16, a2);
+        _mm256_storeu_ps(o + d + 24, a3);
+    }
+    for (; d + 8 <= n; d += 8) {
+        __m256 a = _mm256_setzero_ps();
+        const float* vj = v + d;
+        for (int j = 0; j < n_keys; ++j, vj += ldv) a = _mm256_fmadd_ps(_mm256_set1_ps(w[j]), _mm256_loadu_ps(vj), a);
+        _mm256_storeu_ps(o + d, a);
+    }
+    for (; d < n; ++d) {
+        float acc = 0.0f;
+        for (int j = 0; j < n_keys; ++j) acc += w[j] * v[static_cast<size_t>(j) * ldv + d];
+        o[d] = acc;
+    }
+}
+
+void softmax_avx2(float* w, int n) {
+    int j = 0;
+    __m256 vmx = _mm256_set1_ps(-INFINITY);
+    for (; j + 8 <= n; j += 8) vmx = _mm256_max_ps(vmx, _mm256_loadu_ps(w + j));
+    __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(vmx), _mm256_extractf128_ps(vmx, 1));
+    m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+    m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
+    float mx = _mm_cvtss_f32(m4);
+    for (; j < n; ++j) mx = std::max(mx, w[j]);
+    vmx = _mm256_set1_ps(mx);
+    __m256 vs = _mm256_setzero_ps();
+    for (j = 0; j + 8 <= n; j += 8) {
+        const __m256 e = exp_ps(_mm256_sub_ps(_mm256_loadu_ps(w + j), vmx));
+        _mm256_storeu_ps(w + j, e);
+        vs = _mm256_add_ps(vs, e);
+    }
+    float sum = hsum(vs);
+    for (; j < n; ++j) sum += (w[j] = std::exp(w[j] - mx));
+    const float inv = 1.0f / sum;
+    const __m256 vinv = _mm256_set1_ps(inv);
+    for (j = 0; j + 8 <= n; j += 8) _mm256_storeu_ps(w + j, _mm256_mul_ps(_mm256_loadu_ps(w + j), vinv));
+    for (; j < n; ++j) w[j] *= inv;
+}
+
+void layernorm_row_avx2(const float* x, int C, const float* weight, const float* bias, float eps, float* out) {
+    // Two passes, as the plain body: the mean, then the centred variance.
+    __m256 s0 = _mm256_setzero_ps(), s1 = s0;
+    int c = 0;
+    for (; c + 16 <= C; c += 16) {
+        s0 = _mm256_add_ps(s0, _mm256_loadu_ps(x + c));
+        s1 = _mm256_add_ps(s1, _mm256_loadu_ps(x + c + 8));
+    }
+    float sum = hsum(_mm256_add_ps(s0, s1));
+    for (; c < C; ++c) sum += x[c];
+    const float mean = sum / C;
+    const __m256 vm = _mm256_set1_ps(mean);
+    s0 = _mm256_setzero_ps(), s1 = s0;
+    for (c = 0; c + 16 <= C; c += 16) {
+        const __m256 d0 = _mm256_sub_ps(_mm256_loadu_ps(x + c), vm);
+        const __m256 d1 = _mm256_sub_ps(_mm256_loadu_ps(x + c + 8), vm);
+        s0 = _mm256_fmadd_ps(d0, d0, s0);
+        s1 = _mm256_fmadd_ps(d1, d1, s1);
+    }
+    float sq = hsum(_mm256_add_ps(s0, s1));
+    for (; c < C; ++c) sq += (x[c] - mean) * (x[c] - mean);
+    const float rstd = 1.0f / std::sqrt(sq / C + eps);
+    const __m256 vr = _mm256_set1_ps(rstd);
+    for (c = 0; c + 8 <= C; c += 8) {
+        const __m256 xh = _mm256_mul_ps(_mm256_sub_ps(_mm256_loadu_ps(x + c), vm), vr);
+        const __m256 b = bias ? _mm256_loadu_ps(bias + c) : _mm256_setzero_ps();
+        _mm256_storeu_ps(out + c, _mm256_fmadd_ps(xh, _mm256_loadu_ps(weight + c), b));
+    }
+    for (; c < C; ++c) out[c] = (x[c] - mean) * rstd * weight[c] + (bias ? bias[c] : 0.0f);
+}
+
+void activation_avx2(ActivationKind kind, float* x, size_t n) {
+    switch (kind) {
+    case ActivationKind::ReLU:
+        map_inplace(x, n, [](__m256 v) { return _mm256_max_ps(v, _mm256_setzero_ps()); }, kind);
+        break;
+    case ActivationKind::GeluErf: map_inplace(x, n, [](__m256 v) { return gelu_erf_ps(v); }, kind); break;
+    case ActivationKind::GeluTanh: map_inplace(x, n, [](__m256 v) { return gelu_tanh_ps(v); }, kind); break;
+    }
+}
+
+}  // namespace ember::kernels::ops_detail

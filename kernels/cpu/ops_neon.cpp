@@ -1,0 +1,192 @@
+// aarch64 NEON bodies of attention, layernorm and activation (ops_variants.h). Advanced SIMD
+// is part of every aarch64 CPU, so this file needs no extra flags; it is still reached only
+// through the run-time choice, so EMBER_CPU_KERNELS=plain runs the plain bodies.
+#include <arm_neon.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+
+#include "kernels/cpu/ops_variants.h"
+
+namespace ember::kernels::ops_detail {
+
+namespace {
+
+// sum_k a[k] * b[k] over n floats: two accumulators of 4, then the scalar tail.
+float dot(const float* a, const float* b, int n) {
+    int k = 0;
+    float32x4_t s0 = vdupq_n_f32(0.0f), s1 = s0;
+    for (; k + 8 <= n; k += 8) {
+        s0 = vfmaq_f32(s0, vld1q_f32(a + k), vld1q_f32(b + k));
+        s1 = vfmaq_f32(s1, vld1q_f32(a + k + 4), vld1q_f32(b + k + 4));
+    }
+    float acc = vaddvq_f32(vaddq_f32(s0, s1));
+    for (; k < n; ++k) acc += a[k] * b[k];
+    return acc;
+}
+
+// e^x as ops_avx2.cpp's exp_ps (Cephes' expf, inputs clamped to [-87, 88]).
+float32x4_t exp_ps(float32x4_t x) {
+    x = vminq_f32(vmaxq_f32(x, vdupq_n_f32(-87.0f)), vdupq_n_f32(88.0f));
+    const float32x4_t n = vrndnq_f32(vmulq_f32(x, vdupq_n_f32(1.44269504088896341f)));
+    float32x4_t r = vfmsq_f32(x, n, vdupq_n_f32(0.693359375f));
+    r = vfmsq_f32(r, n, vdupq_n_f32(-2.12194440e-4f));
+    float32x4_t p = vdupq_n_f32(1.9875691500e-4f);
+    p = vfmaq_f32(vdupq_n_f32(1.3981999507e-3f), p, r);
+    p = vfmaq_f32(vdupq_n_f32(8.3334519073e-3f), p, r);
+    p = vfmaq_f32(vdupq_n_f32(4.1665795894e-2f), p, r);
+    p = vfmaq_f32(vdupq_n_f32(1.6666665459e-1f), p, r);
+    p = vfmaq_f32(vdupq_n_f32(5.0000001201e-1f), p, r);
+    const float32x4_t y = vaddq_f32(vfmaq_f32(r, vmulq_f32(p, r), r), vdupq_n_f32(1.0f));
+    const int32x4_t e = vshlq_n_s32(vaddq_s32(vcvtq_s32_f32(n), vdupq_n_s32(127)), 23);
+    return vmulq_f32(y, vreinterpretq_f32_s32(e));
+}
+
+// As ops_avx2.cpp: x / (1 + e^(-2u)), u = sqrt(2/pi) (x + 0.044715 x^3).
+float32x4_t gelu_tanh_ps(float32x4_t x) {
+    const float32x4_t x2 = vmulq_f32(x, x);
+    const float32x4_t u = vmulq_f32(vmulq_f32(x, vdupq_n_f32(0.7978845608f)),
+                                    vfmaq_f32(vdupq_n_f32(1.0f), x2, vdupq_n_f32(0.044715f)));
+    const float32x4_t e = exp_ps(vmulq_f32(u, vdupq_n_f32(-2.0f)));
+    return vdivq_f32(x, vaddq_f32(e, vdupq_n_f32(1.0f)));
+}
+
+// As ops_avx2.cpp: erfc from Abramowitz and Stegun 7.1.26 on |x| / sqrt 2.
+float32x4_t gelu_erf_ps(float32x4_t x) {
+    const float32x4_t z = vmulq_f32(vabsq_f32(x), vdupq_n_f32(0.70710678118654752f));
+    const float32x4_t t = vdivq_f32(vdupq_n_f32(1.0f), vfmaq_f32(vdupq_n_f32(1.0f), z, vdupq_n_f32(0.3275911f)));
+    float32x4_t p = vdupq_n_f32(1.061405429f);
+    p = vfmaq_f32(vdupq_n_f32(-1.453152027f), p, t);
+    p = vfmaq_f32(vdupq_n_f32(1.421413741f), p, t);
+    p = vfmaq_f32(vdupq_n_f32(-0.284496736f), p, t);
+    p = vfmaq_f32(vdupq_n_f32(0.254829592f), p, t);
+    p = vmulq_f32(p, t);
+    const float32x4_t erfc = vmulq_f32(p, exp_ps(vnegq_f32(vmulq_f32(z, z))));
+    const uint32x4_t neg = vcltq_f32(x, vdupq_n_f32(0.0f));
+    const float32x4_t f = vbslq_f32(neg, erfc, vsubq_f32(vdupq_n_f32(2.0f), erfc));
+    return vmulq_f32(vmulq_f32(x, vdupq_n_f32(0.5f)), f);
+}
+
+template <typename F>
+void map_inplace(float* x, size_t n, F f, ActivationKind kind) {
+    size_t i = 0;
+    for (; i + 4 <= n; i += 4) vst1q_f32(x + i, f(vld1q_f32(x + i)));
+    if (i < n) activation_plain(kind, x + i, n - i);
+}
+
+}  // namespace
+
+void scores_neon(const float* q, const float* k, int ldk, int n_keys, int n, float scale, float* scores) {
+    int j = 0;
+    if (n % 4 == 0) {  // four keys per pass share the loads of q
+        for (; j + 4 <= n_keys; j += 4) {
+            const float* k0 = k + static_cast<size_t>(j) * ldk;
+            float32x4_t a0 = vdupq_n_f32(0.0f), a1 = a0, a2 = a0, a3 = a0;
+            for (int d = 0; d < n; d += 4) {
+                const float32x4_t vq = vld1q_f32(q + d);
+                a0 = vfmaq_f32(a0, vq, vld1q_f32(k0 + d));
+                a1 = vfmaq_f32(a1, vq, vld1q_f32(k0 + ldk + d));
+                a2 = vfmaq_f32(a2, vq, vld1q_f32(k0 + 2 * ldk + d));
+                a3 = vfmaq_f32(a3, vq, vld1q_f32(k0 + 3 * ldk + d));
+            }
+            const float32x4_t sum = vpaddq_f32(vpaddq_f32(a0, a1), vpaddq_f32(a2, a3));  // s0 s1 s2 s3
+            vst1q_f32(scores + j, vmulq_n_f32(sum, scale));
+        }
+    }
+    for (; j < n_keys; ++j) scores[j] = dot(q, k + static_cast<size_t>(j) * ldk, n) * scale;
+}
+
+void weighted_sum_neon(const float* w, const float* v, int ldv, int n_keys, float* o, int n) {
+    int d = 0;
+    for (; d + 16 <= n; d += 16) {  // 16 columns held in registers across the keys
+        float32x4_t a0 = vdupq_n_f32(0.0f), a1 = a0, a2 = a0, a3 = a0;
+        const float* vj = v + d;
+        for (int j = 0; j < n_keys; ++j, vj += ldv) {
+            const float32x4_t wj = vdupq_n_f32(w[j]);
+            a0 = vfmaq_f32(a0, wj, vld1q_f32(vj));
+            a1 = vfmaq_f32(a1, wj, vld1q_f32(vj + 4));
+            a2 = vfmaq_f32(a2, wj, vld1q_f32(vj + 8));
+            a3 = vfmaq_f32(a3, wj, vld1q_f32(vj + 12));
+        }
+        vst1q_f32(o + d, a0);
+        vst1q_f32(o + d + 4, a1);
+        vst1q_f32(o + d + 8, a2);
+        vst1q_f32(o + d + 12, a3);
+    }
+    for (; d + 4 <= n; d += 4) {
+        float32x4_t a = vdupq_n_f32(0.0f);
+        const float* vj = v + d;
+        for (int j = 0; j < n_keys; ++j, vj += ldv) a = vfmaq_n_f32(a, vld1q_f32(vj), w[j]);
+        vst1q_f32(o + d, a);
+    }
+    for (; d < n; ++d) {
+        float acc = 0.0f;
+        for (int j = 0; j < n_keys; ++j) acc += w[j] * v[static_cast<size_t>(j) * ldv + d];
+        o[d] = acc;
+    }
+}
+
+void softmax_neon(float* w, int n) {
+    int j = 0;
+    float32x4_t vmx = vdupq_n_f32(-INFINITY);
+    for (; j + 4 <= n; j += 4) vmx = vmaxq_f32(vmx, vld1q_f32(w + j));
+    float mx = vmaxvq_f32(vmx);
+    for (; j < n; ++j) mx = std::max(mx, w[j]);
+    vmx = vdupq_n_f32(mx);
+    float32x4_t vs = vdupq_n_f32(0.0f);
+    for (j = 0; j + 4 <= n; j += 4) {
+        const float32x4_t e = exp_ps(vsubq_f32(vld1q_f32(w + j), vmx));
+        vst1q_f32(w + j, e);
+        vs = vaddq_f32(vs, e);
+    }
+    float sum = vaddvq_f32(vs);
+    for (; j < n; ++j) sum += (w[j] = std::exp(w[j] - mx));
+    const float inv = 1.0f / sum;
+    for (j = 0; j + 4 <= n; j += 4) vst1q_f32(w + j, vmulq_n_f32(vld1q_f32(w + j), inv));
+    for (; j < n; ++j) w[j] *= inv;
+}
+
+void layernorm_row_neon(const float* x, int C, const float* weight, const float* bias, float eps, float* out) {
+    // Two passes, as the plain body: the mean, then the centred variance.
+    float32x4_t s0 = vdupq_n_f32(0.0f), s1 = s0;
+    int c = 0;
+    for (; c + 8 <= C; c += 8) {
+        s0 = vaddq_f32(s0, vld1q_f32(x + c));
+        s1 = vaddq_f32(s1, vld1q_f32(x + c + 4));
+    }
+    float sum = vaddvq_f32(vaddq_f32(s0, s1));
+    for (; c < C; ++c) sum += x[c];
+    const float mean = sum / C;
+    const float32x4_t vm = vdupq_n_f32(mean);
+    s0 = vdupq_n_f32(0.0f), s1 = s0;
+    for (c = 0; c + 8 <= C; c += 8) {
+        const float32x4_t d0 = vsubq_f32(vld1q_f32(x + c), vm);
+        const float32x4_t d1 = vsubq_f32(vld1q_f32(x + c + 4), vm);
+        s0 = vfmaq_f32(s0, d0, d0);
+        s1 = vfmaq_f32(s1, d1, d1);
+    }
+    float sq = vaddvq_f32(vaddq_f32(s0, s1));
+    for (; c < C; ++c) sq += (x[c] - mean) * (x[c] - mean);
+    const float rstd = 1.0f / std::sqrt(sq / C + eps);
+    for (c = 0; c + 4 <= C; c += 4) {
+        const float32x4_t xh = vmulq_n_f32(vsubq_f32(vld1q_f32(x + c), vm), rstd);
+        const float32x4_t b = bias ? vld1q_f32(bias + c) : vdupq_n_f32(0.0f);
+        vst1q_f32(out + c, vfmaq_f32(b, xh, vld1q_f32(weight + c)));
+    }
+    for (; c < C; ++c) out[c] = (x[c] - mean) * rstd * weight[c] + (bias ? bias[c] : 0.0f);
+}
+
+void activation_neon(ActivationKind kind, float* x, size_t n) {
+    switch (kind) {
+    case ActivationKind::ReLU:
+        map_inplace(x, n, [](float32x4_t v) {  // a select, not vmaxq (which passes NaN): as the plain x > 0 ? x : 0
+            return vbslq_f32(vcgtq_f32(v, vdupq_n_f32(0.0f)), v, vdupq_n_f32(0.0f));
+        }, kind);
+        break;
+    case ActivationKind::GeluErf: map_inplace(x, n, [](float32x4_t v) { return gelu_erf_ps(v); }, kind); break;
+    case ActivationKind::GeluTanh: map_inplace(x, n, [](float32x4_t v) { return gelu_tanh_ps(v); }, kind); break;
+    }
+}
+
+}  // namespace ember::kernels::ops_detail

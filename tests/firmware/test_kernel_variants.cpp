@@ -1,0 +1,211 @@
+// Every variant of attention, layernorm and activation this CPU runs (kernels/cpu/ops_variants.h:
+// plain, avx2 on x86-64; plain, neon on aarch64; the higher levels use these) against the plain
+// double references on random data; levels the CPU lacks are skipped with a message. In the
+// device test binary, so the NEON bodies run under qemu (scripts/cross-aarch64.sh).
+//
+// Tolerances, as max |y - ref| / max(1, max |ref|):
+//   attention < 1e-5 (f32 sums of at most 100 products and a softmax in f32, ref in double);
+//   softmax < 1e-6 (the vector e^x within a few ulp; probabilities at most 1);
+//   layernorm < 1e-5 (f32 two-pass mean and variance over up to 769 values, ref in double);
+//   activation < 1e-6 (ReLU exact; the vector GELUs' e^x within a few ulp and erf within 1.5e-7).
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kernels/cpu/activation.h"
+#include "kernels/cpu/attention.h"
+#include "kernels/cpu/cpu_features.h"
+#include "kernels/cpu/layernorm.h"
+#include "kernels/cpu/ops_variants.h"
+
+using namespace ember::kernels;
+
+namespace {
+
+std::vector<float> randn(size_t n, uint32_t seed, float scale) {
+    std::mt19937 g(seed);
+    std::normal_distribution<float> d(0.0f, scale);
+    std::vector<float> v(n);
+    for (auto& x : v) x = d(g);
+    return v;
+}
+
+double max_rel(const std::vector<float>& a, const std::vector<float>& b) {
+    double err = 0.0, mag = 1.0;
+    for (size_t i = 0; i < a.size(); ++i) {
+        err = std::max(err, std::fabs(static_cast<double>(a[i]) - b[i]));
+        mag = std::max(mag, std::fabs(static_cast<double>(b[i])));
+    }
+    return err / mag;
+}
+
+// The levels of this build's architecture that have their own bodies or pick another's
+// (every level); each one the CPU lacks is reported and left out.
+std::vector<CpuLevel> levels_to_test() {
+    CpuFeatures all;
+    all.avx2 = all.avx_vnni = all.avx512_vnni = all.neon = all.dotprod = true;
+    const CpuFeatures cpu = detect_cpu_features();
+    std::vector<CpuLevel> out;
+    for (CpuLevel l : kCpuLevels) {
+        if (!cpu_level_supported(l, all)) continue;  // another architecture's level
+        if (cpu_level_supported(l, cpu)) {
+            out.push_back(l);
+        } else {
+            MESSAGE("skipped: this CPU lacks the " << std::string(cpu_level_name(l)) << " kernels");
+        }
+    }
+    return out;
+}
+
+}  // namespace
+
+TEST_CASE("kernel variants: attention at every level this CPU runs matches attention_ref") {
+    ThreadPool pool(2);
+    struct Case {
+        int T, n_head, hs, n_keys0;
+    };
+    // head sizes: multiples of 32 (the wide path), of 8 but not 32 (40: 32 + 8), of 4 only (20),
+    // neither (6, 13); key counts not multiples of 4; prefill from row 0 with no visible key
+    // for query 0 (n_keys0 = 0); decode over a full cache.
+    const Case cases[] = {{8, 4, 16, 1}, {1, 6, 64, 37}, {5, 2, 64, 20}, {1, 3, 40, 99}, {3, 2, 20, 9},
+                          {4, 3, 6, 2},  {1, 2, 13, 11}, {2, 2, 32, 0},  {9, 6, 64, 1}};
+    for (CpuLevel level : levels_to_test()) {
+        for (const Case& c : cases) {
+            const std::string level_name = cpu_level_name(level);
+            CAPTURE(level_name);
+            CAPTURE(c.T);
+            CAPTURE(c.hs);
+            CAPTURE(c.n_keys0);
+            const int C = c.n_head * c.hs, S = c.n_keys0 + c.T;
+            const auto k = randn(static_cast<size_t>(S) * C, 31 + C, 1.0f);
+            const auto v = randn(static_cast<size_t>(S) * C, 32 + C, 1.0f);
+            const auto q = randn(static_cast<size_t>(c.T) * 3 * C, 33 + c.T, 1.0f);
+            AttentionShape s;
+            s.T = c.T;
+            s.n_head = c.n_head;
+            s.head_size = c.hs;
+            s.n_keys0 = c.n_keys0;
+            s.ldq = 3 * C;
+            s.scale = 1.0f / std::sqrt(static_cast<float>(c.hs));
+            std::vector<float> scores(static_cast<size_t>(pool.size()) * S);
+            std::vector<float> out(static_cast<size_t>(c.T) * C, 7.0f), ref(out.size());
+            attention_at(level, q.data(), k.data(), v.data(), s, out.data(), scores.data(), S, pool);
+            attention_ref(q.data(), k.data(), v.data(), s, ref.data());
+            CHECK(max_rel(out, ref) < 1e-5);
+            if (c.n_keys0 == 0) {
+                for (int d = 0; d < C; ++d) CHECK(out[d] == 0.0f);  // query 0 sees no key
+            }
+        }
+    }
+}
+
+TEST_CASE("kernel variants: softmax at every level this CPU runs matches a double softmax, over a wide range") {
+    for (CpuLevel level : levels_to_test()) {
+        for (int n : {1, 3, 8, 13, 64, 257}) {
+            const std::string level_name = cpu_level_name(level);
+            CAPTURE(level_name);
+            CAPTURE(n);
+            auto w = randn(n, 40 + n, 30.0f);  // e^(w - max) from 1 down to below f32's range
+            std::vector<float> ref(n);
+            double mx = -INFINITY, sum = 0.0;
+            for (float e : w) mx = std::max(mx, static_cast<double>(e));
+            for (int j = 0; j < n; ++j) sum += std::exp(w[j] - mx);
+            for (int j = 0; j < n; ++j) ref[j] = static_cast<float>(std::exp(w[j] - mx) / sum);
+            ops_detail::op_kernels_at(level).softmax(w.data(), n);
+            CHECK(max_rel(w, ref) < 1e-6);
+        }
+    }
+}
+
+TEST_CASE("kernel variants: layernorm at every level this CPU runs matches layernorm_ref") {
+    for (CpuLevel level : levels_to_test()) {
+        for (int C : {7, 8, 20, 96, 100, 384, 769}) {
+            const std::string level_name = cpu_level_name(level);
+            CAPTURE(level_name);
+            CAPTURE(C);
+            const int T = 3;
+            const auto x = randn(static_cast<size_t>(T) * C, 11 + C, 3.0f);
+            auto shifted = x;
+            for (auto& e : shifted) e += 50.0f;  // a mean far from 0
+            const auto w = randn(C, 12, 1.0f);
+            const auto b = randn(C, 13, 1.0f);
+            std::vector<float> y(x.size()), ref(x.size());
+            const std::vector<float>* inputs[] = {&x, &shifted};
+            for (const float* bias : {b.data(), static_cast<const float*>(nullptr)}) {
+                for (const std::vector<float>* in : inputs) {
+                    layernorm_at(level, in->data(), T, C, w.data(), bias, 1e-5f, y.data());
+                    layernorm_ref(in->data(), T, C, w.data(), bias, 1e-5f, ref.data());
+                    CHECK(max_rel(y, ref) < 1e-5);
+                }
+            }
+            auto inplace = x;  // out may alias x
+            layernorm_at(level, inplace.data(), T, C, w.data(), b.data(), 1e-5f, inplace.data());
+            layernorm_ref(x.data(), T, C, w.data(), b.data(), 1e-5f, ref.data());
+            CHECK(max_rel(inplace, ref) < 1e-5);
+        }
+        // Large equal magnitudes: a one-pass variance would cancel; outputs are +1/-1.
+        const int C = 100;
+        std::vector<float> alt(C), ones(C, 1.0f), out(C);
+        for (int c = 0; c < C; ++c) alt[c] = c % 2 ? -300.0f : 300.0f;
+        layernorm_at(level, alt.data(), 1, C, ones.data(), nullptr, 1e-5f, out.data());
+        for (int c = 0; c < C; ++c) CHECK(out[c] == doctest::Approx(c % 2 ? -1.0 : 1.0).epsilon(1e-6));
+    }
+}
+
+TEST_CASE("kernel variants: activations at every level this CPU runs match activation_ref") {
+    // Random values, then the tails of both GELUs (e^x clamped, erfc underflowing) and zeros.
+    auto x = randn(1003, 21, 3.0f);
+    for (float e : {-100.0f, -30.0f, -12.0f, -9.0f, -5.0f, -1e-6f, -0.0f, 0.0f, 1e-6f, 5.0f, 9.0f, 12.0f, 30.0f, 100.0f}) {
+        x.push_back(e);
+    }
+    for (CpuLevel level : levels_to_test()) {
+        for (auto kind : {ActivationKind::ReLU, ActivationKind::GeluErf, ActivationKind::GeluTanh}) {
+            for (size_t n : {size_t{1}, size_t{7}, size_t{8}, size_t{13}, x.size()}) {
+                const std::string level_name = cpu_level_name(level);
+                CAPTURE(level_name);
+                CAPTURE(static_cast<int>(kind));
+                CAPTURE(n);
+                std::vector<float> a(x.begin(), x.begin() + n), r = a, plain = a;
+                activation_at(level, kind, a.data(), n);
+                activation_ref(kind, r.data(), n);
+                CHECK(max_rel(a, r) < 1e-6);
+                for (size_t i = 0; i < n; ++i) CHECK(std::isfinite(a[i]));
+                if (kind == ActivationKind::ReLU) {
+                    activation_at(CpuLevel::Plain, kind, plain.data(), n);
+                    CHECK(a == plain);
+                }
+            }
+        }
+        // Values from PyTorch: F.gelu(torch.tensor([1.0, -0.5])) and approximate='tanh'.
+        std::vector<float> v = {1.0f, -0.5f, 1.0f, -0.5f, 1.0f, -0.5f, 1.0f, -0.5f};
+        activation_at(level, ActivationKind::GeluErf, v.data(), v.size());
+        CHECK(v[6] == doctest::Approx(0.8413447).epsilon(1e-6));
+        CHECK(v[7] == doctest::Approx(-0.1542687).epsilon(1e-6));
+        std::vector<float> u(8, 1.0f);
+        activation_at(level, ActivationKind::GeluTanh, u.data(), u.size());
+        CHECK(u[0] == doctest::Approx(0.8411920).epsilon(1e-6));
+    }
+}
+
+TEST_CASE("kernel variants: each level runs its architecture's bodies, and the chosen one is in use") {
+    CHECK(std::string(ops_detail::op_kernels_at(CpuLevel::Plain).name) == "plain");
+    const CpuFeatures cpu = detect_cpu_features();
+#if defined(__x86_64__)
+    if (cpu.avx2) {
+        CHECK(std::string(ops_detail::op_kernels_at(CpuLevel::Avx2).name) == "avx2");
+        CHECK(std::string(ops_detail::op_kernels_at(CpuLevel::Avx512).name) == "avx2");  // or clamped below
+    }
+    CHECK(std::string(ops_detail::op_kernels_at(CpuLevel::Neon).name) == "plain");
+#elif defined(__aarch64__)
+    CHECK(std::string(ops_detail::op_kernels_at(CpuLevel::Neon).name) == "neon");
+    CHECK(std::string(ops_detail::op_kernels_at(CpuLevel::Dotprod).name) == "neon");
+    CHECK(std::string(ops_detail::op_kernels_at(CpuLevel::Avx2).name) == "plain");
+#endif
+    CHECK(&ops_detail::op_kernels() == &ops_detail::op_kernels_at(cpu_level()));
+    MESSAGE("attention / layernorm / activation kernels in use: " << std::string(ops_detail::op_kernels().name));
+}
