@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <vector>
 
+#include "kernels/cpu/attention.h"
 #include "kernels/cpu/linear.h"
 #include "runtime/cpu_backend.h"
 #include "runtime/cuda_module.h"
@@ -214,10 +215,11 @@ int cmd_bench(const BenchArgs& a) {
         dev = cuda_device_info();
         if (dev.peak_bytes_per_s > 0) share = static_cast<double>(model->weight_bytes()) * d / dev.peak_bytes_per_s;
     }
-    // The CPU linear kernels chosen by the CPU's features (and EMBER_CPU_KERNELS).
+    // The CPU kernels chosen by the CPU's features (and EMBER_CPU_KERNELS).
     const std::string kernels = std::string(kernels::linear_kernel_name(kernels::WType::F32)) + ", " +
                                 kernels::linear_kernel_name(kernels::WType::F16) + ", " +
-                                kernels::linear_kernel_name(kernels::WType::I8);
+                                kernels::linear_kernel_name(kernels::WType::I8) + ", attention/layernorm/activation: " +
+                                kernels::ops_kernel_name();
     if (a.json) {
         nlohmann::json j{{"engine", "ember"}, {"backend", backend.name()}, {"threads", threads}, {"prefill_tok_s", p},
                          {"decode_tok_s", d}, {"prefill_tokens", n_prefill}, {"decode_tokens", steps}, {"block_size", c.block_size}, {"weight_bytes", model->weight_bytes()},

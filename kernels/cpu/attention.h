@@ -35,6 +35,10 @@ void attention_ref(const float* q, const float* k, const float* v, const Attenti
 // plain); plain's softmax uses std::exp, the vector ones a Cephes-style e^x within a few ulp.
 void attention(const float* q, const float* k, const float* v, const AttentionShape& s, float* out,
                float* scores, int scores_ld, ThreadPool& pool);
+// Which loops attention, layernorm and activation run here: "plain", "avx2" or "neon"
+// (cpu_level(), capped by EMBER_CPU_KERNELS), for `ember bench`.
+const char* ops_kernel_name();
+
 // attention() with the loops of `level`, or of the highest level below it this CPU runs
 // (cpu_level_clamp): for tests and benchmarks.
 void attention_at(CpuLevel level, const float* q, const float* k, const float* v, const AttentionShape& s,

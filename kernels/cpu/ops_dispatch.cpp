@@ -36,3 +36,9 @@ const OpKernels& op_kernels() {
 }
 
 }  // namespace ember::kernels::ops_detail
+
+namespace ember::kernels {
+
+const char* ops_kernel_name() { return ops_detail::op_kernels().name; }
+
+}  // namespace ember::kernels
