@@ -148,7 +148,7 @@ TEST_CASE("f32 weights with the default f16 KV cache: logits near PyTorch's, gre
     // attention's output moves by about that much of its size; through the network the logits
     // move by at most 5e-3 (the bound of f16 weights; seen: 1.0e-3 on both fixtures, 2.1e-3 on
     // the real checkpoint, against 1.3e-6 to 1.9e-6 with the f32 cache), the eval losses by at
-    // most 1e-4 relative (seen: 2.5e-6). Greedy ids over 3 x block_size tokens in every policy: PyTorch's exactly
+    // most 1e-4 relative (seen: about 2e-6). Greedy ids over 3 x block_size tokens in every policy: PyTorch's exactly
     // (no near ties in these fixtures; a differing id would show as a failure, not be counted).
     struct Fixture {
         std::string dir, ckpt, flag, vocab;
