@@ -103,6 +103,17 @@ int cmd_info(const std::string& model_path, int threads_requested) {
     return 0;
 }
 
+namespace {
+
+// --kv-cache (CLI11 has already checked it is f16 or f32).
+KvDType parse_kv_cache(const std::string& name) {
+    KvDType t = KvDType::F16;
+    if (!kernels::parse_kv_dtype(name.c_str(), &t)) fail("--kv-cache ", name, ": expected f16 or f32");
+    return t;
+}
+
+}  // namespace
+
 int cmd_generate(const GenerateArgs& a) {
     a.sampler.validate();
     const ContextPolicy policy = parse_context_policy(a.context);
@@ -113,6 +124,7 @@ int cmd_generate(const GenerateArgs& a) {
     SessionOptions so;
     so.threads = a.threads;
     so.policy = policy;
+    so.kv_cache = parse_kv_cache(a.kv_cache);
     const auto adapter = a.adapter.empty() ? nullptr : LoraAdapter::load(a.adapter, *model);
     so.adapter = adapter.get();
     auto session = make_session(*model, so, backend);
@@ -148,6 +160,7 @@ int cmd_eval(const EvalArgs& a) {
     SessionOptions so;
     so.threads = a.threads;
     so.all_logits = true;
+    so.kv_cache = parse_kv_cache(a.kv_cache);
     const auto adapter = a.adapter.empty() ? nullptr : LoraAdapter::load(a.adapter, *model);
     so.adapter = adapter.get();
     auto session = make_session(*model, so, backend);
@@ -164,6 +177,7 @@ int cmd_bench(const BenchArgs& a) {
     SessionOptions so;
     so.threads = a.threads;
     so.all_logits = true;
+    so.kv_cache = parse_kv_cache(a.kv_cache);
     auto session = make_session(*model, so, parse_backend(a.backend));
     const Backend& backend = session->backend();
     const bool gpu = std::string(backend.name()) == "cuda";
@@ -225,6 +239,7 @@ int cmd_bench(const BenchArgs& a) {
                          {"decode_tok_s", d}, {"prefill_tokens", n_prefill}, {"decode_tokens", steps}, {"block_size", c.block_size}, {"weight_bytes", model->weight_bytes()},
                          {"mmap", a.load.mmap}, {"mlock", a.load.mlock}, {"mlocked", model->locked()}, {"huge_page_bytes", model->huge_page_bytes()}};
         if (!gpu) j["kernels"] = kernels;
+        j["kv_cache"] = gpu ? "f16" : kernels::kv_dtype_name(so.kv_cache);  // the CUDA backend's is always fp16
         if (gpu) {
             j["device"] = dev.name;
             j["peak_bytes_per_s"] = dev.peak_bytes_per_s;
@@ -239,7 +254,8 @@ int cmd_bench(const BenchArgs& a) {
             std::printf("backend: cuda, %s (sm_%d%d, %.0f GB/s peak from the memory clock and bus width)\n", dev.name.c_str(), dev.major,
                         dev.minor, dev.peak_bytes_per_s / 1e9);
         } else {
-            std::printf("backend: cpu\nthreads: %d\nkernels: %s\n", threads, kernels.c_str());
+            std::printf("backend: cpu\nthreads: %d\nkernels: %s\nkv cache: %s\n", threads, kernels.c_str(),
+                        kernels::kv_dtype_name(so.kv_cache));
         }
         if (!backend.describe().empty()) std::printf("%s\n", backend.describe().c_str());
         std::printf("weights: %s\n", weights_held(*model, a.load).c_str());

@@ -23,6 +23,7 @@ struct GenerateArgs {
     std::string context = "exact";
     int threads = 0;
     std::string backend = "auto";  // cpu | cuda | auto
+    std::string kv_cache = "f16";  // the CPU backend's KV cache: f16 | f32
     std::string adapter;  // LoRA adapter file (unmerged), or ""
     LoadOptions load;     // --no-mmap, --mlock
 };
@@ -34,6 +35,7 @@ struct EvalArgs {
     std::string split = "val";
     int threads = 0;
     std::string backend = "auto";
+    std::string kv_cache = "f16";  // f16 | f32
     std::string adapter;  // LoRA adapter file (unmerged), or ""
     bool skip_unknown = false;  // drop (and count) characters outside a char model's vocabulary
     LoadOptions load;           // --no-mmap, --mlock
@@ -48,6 +50,7 @@ struct BenchArgs {
     int tokens = 0;  // -n: decode tokens, 1..block_size - 1 (0 = block_size - 1)
     bool json = false;
     std::string backend = "auto";
+    std::string kv_cache = "f16";  // f16 | f32
     LoadOptions load;  // --no-mmap, --mlock
 };
 int cmd_bench(const BenchArgs& a);

@@ -65,6 +65,7 @@ int main(int argc, char** argv) {
     g->add_option("--context", gen.context, "exact | shift | ring")->capture_default_str();
     g->add_option("--threads", gen.threads, "0 = all cores")->capture_default_str()->check(CLI::Range(0, kMaxThreads));
     g->add_option("--backend", gen.backend, "cpu | cuda | auto (CUDA when a GPU is present)")->capture_default_str();
+    g->add_option("--kv-cache", gen.kv_cache, "the CPU backend's KV cache: f16 | f32")->capture_default_str()->check(CLI::IsMember({"f16", "f32"}));
     g->add_option("--adapter", gen.adapter, "LoRA adapter file (ember finetune), applied unmerged");
     add_load_flags(g, gen.load);
 
@@ -75,6 +76,7 @@ int main(int argc, char** argv) {
     e->add_option("--split", ev.split, "val (last 10% of tokens) | all")->capture_default_str()->check(CLI::IsMember({"val", "all"}));
     e->add_option("--threads", ev.threads, "0 = all cores")->capture_default_str()->check(CLI::Range(0, kMaxThreads));
     e->add_option("--backend", ev.backend, "cpu | cuda | auto (CUDA when a GPU is present)")->capture_default_str();
+    e->add_option("--kv-cache", ev.kv_cache, "the CPU backend's KV cache: f16 | f32")->capture_default_str()->check(CLI::IsMember({"f16", "f32"}));
     e->add_option("--adapter", ev.adapter, "LoRA adapter file (ember finetune), applied unmerged");
     e->add_flag("--skip-unknown", ev.skip_unknown, "drop (and count) characters outside the model's vocabulary, as ember finetune does");
     add_load_flags(e, ev.load);
@@ -117,6 +119,7 @@ int main(int argc, char** argv) {
     b->add_option("-n,--tokens", be.tokens, "tokens to decode (0 = block_size - 1)")->capture_default_str()->check(CLI::NonNegativeNumber);
     b->add_flag("--json", be.json, "print one JSON line");
     b->add_option("--backend", be.backend, "cpu | cuda | auto (CUDA when a GPU is present)")->capture_default_str();
+    b->add_option("--kv-cache", be.kv_cache, "the CPU backend's KV cache: f16 | f32")->capture_default_str()->check(CLI::IsMember({"f16", "f32"}));
     add_load_flags(b, be.load);
 
     cli::FlashArgs fl;

@@ -338,6 +338,7 @@ std::unique_ptr<Session> Console::session_for(const Model& model, const LoraAdap
     o.policy = parse_context_policy(context_);
     o.adapter = adapter;
     o.all_logits = all_logits;
+    o.kv_cache = opts_.kv_cache;
     // An adapter runs on the CPU: auto then means the CPU; --backend cuda refuses it.
     return make_session(model, o, opts_.backend);
 }

@@ -28,6 +28,7 @@ struct ConsoleOptions {
     std::string load;              // model to load at start (default: DIR/current, if any)
     int threads = 0;               // 0 = all cores
     BackendKind backend = BackendKind::Auto;  // --backend cpu|cuda|auto (auto: CUDA when a GPU is present)
+    KvDType kv_cache = KvDType::F16;  // --kv-cache f16|f32: the CPU backend's KV cache
     bool echo = false;             // echo typed characters (a person on a terminal)
     bool crlf = false;             // write "\r\n" for "\n" (serial terminals)
     int flash_idle_ms = 30000;     // binary mode ends after this long without a frame

@@ -40,6 +40,8 @@ int main(int argc, char** argv) {
     app.add_option("--threads", o.threads, "0 = all cores")->capture_default_str()->check(CLI::Range(0, 256));
     std::string backend = "auto";
     app.add_option("--backend", backend, "cpu, cuda or auto (CUDA when a GPU is present)")->capture_default_str()->check(CLI::IsMember({"cpu", "cuda", "auto"}));
+    std::string kv_cache = "f16";
+    app.add_option("--kv-cache", kv_cache, "the CPU backend's KV cache: f16 or f32")->capture_default_str()->check(CLI::IsMember({"f16", "f32"}));
     app.add_flag_callback("--no-mmap", [&o] { o.holding.mmap = false; },
                           "read models into anonymous memory (2 MiB aligned, huge pages advised) instead of mapping the files");
     app.add_flag("--mlock", o.holding.mlock, "lock the loaded model's memory (a failure, e.g. RLIMIT_MEMLOCK, is a warning)");
@@ -60,6 +62,7 @@ int main(int argc, char** argv) {
         return 1;
     }
     o.backend = parse_backend(backend);
+    kernels::parse_kv_dtype(kv_cache.c_str(), &o.kv_cache);  // one of the two: checked above
     // Test hook (documented in firmware/PROTOCOL.md): die just before installing a flashed file.
     const char* kill = std::getenv("EMBER_FLASH_TEST_KILL_BEFORE_RENAME");
     o.kill_before_rename = kill && std::string(kill) == "1";

@@ -28,11 +28,12 @@ int resolve_threads(int requested) {
     return requested > 0 ? requested : kernels::ThreadPool::default_threads();
 }
 
-MemoryPlan plan_memory(const Model& model, int threads, bool all_logits, int lora_rank) {
+MemoryPlan plan_memory(const Model& model, int threads, bool all_logits, int lora_rank, KvDType kv) {
     const ModelConfig& c = model.config();
     const size_t S = c.block_size, C = c.n_embd, F = c.ffn_hidden, V = c.vocab_size, L = c.n_layer;
     MemoryPlan p;
     p.threads = threads;
+    p.kv = kv;
     p.logit_rows = all_logits ? c.block_size : 1;
     int groups = 1;
     const ModelWeights& w = model.weights();
@@ -50,8 +51,8 @@ MemoryPlan plan_memory(const Model& model, int threads, bool all_logits, int lor
     p.tmp = take(S * C * f4);
     p.hidden = take(S * F * f4);
     p.logits = take(static_cast<size_t>(p.logit_rows) * V * f4);
-    p.k_cache = take(L * S * C * f4);
-    p.v_cache = take(L * S * C * f4);
+    p.k_cache = take(L * S * C * kernels::kv_dtype_bytes(kv));
+    p.v_cache = take(L * S * C * kernels::kv_dtype_bytes(kv));
     p.scores = take(static_cast<size_t>(threads) * S * f4);
     p.xq = take(S * std::max(C, F));
     p.xs = take(S * static_cast<size_t>(groups) * f4);
@@ -78,7 +79,7 @@ CpuBackend::CpuBackend(const Model& model, const SessionOptions& opts)
       opts_(opts),
       pool_(resolve_threads(opts.threads)) {
     if (opts.adapter && opts.adapter->base_checksum() != model.checksum()) fail("the adapter was made for another model than ", model.path());
-    plan_ = plan_memory(model, pool_.size(), opts.all_logits, opts.adapter ? opts.adapter->rank() : 0);
+    plan_ = plan_memory(model, pool_.size(), opts.all_logits, opts.adapter ? opts.adapter->rank() : 0, opts.kv_cache);
     if (opts.arena) {  // the caller's: checked before anything is written to it
         if (reinterpret_cast<uintptr_t>(opts.arena) % kDataAlignment != 0)
             fail("the arena at ", opts.arena, " is not aligned to ", kDataAlignment, " bytes");
@@ -129,16 +130,9 @@ const float* CpuBackend::forward(const int* ids, int T, int pos0, int row0, int 
     const size_t TC = static_cast<size_t>(T) * C;
     for (int l = 0; l < c.n_layer; ++l) {
         const LayerWeights& L = w.layers[l];
-        float* kc = buf<float>(plan_.k_cache) + static_cast<size_t>(l) * S * C;
-        float* vc = buf<float>(plan_.v_cache) + static_cast<size_t>(l) * S * C;
         kernels::layernorm(x, T, C, L.ln_1_w, L.ln_1_b, c.ln_eps, xn);
         kernels::linear(xn, T, L.qkv, L.qkv_b, qkv, scratch, pool_);
         add_lora(l, LoraTarget::Qkv, xn, T, qkv);
-        for (int t = 0; t < T; ++t) {
-            const float* row = qkv + static_cast<size_t>(t) * 3 * C;
-            std::memcpy(kc + static_cast<size_t>(row0 + t) * C, row + C, C * sizeof(float));
-            std::memcpy(vc + static_cast<size_t>(row0 + t) * C, row + 2 * C, C * sizeof(float));
-        }
         kernels::AttentionShape as;
         as.T = T;
         as.n_head = c.n_head;
@@ -146,7 +140,27 @@ const float* CpuBackend::forward(const int* ids, int T, int pos0, int row0, int 
         as.n_keys0 = n_keys0;
         as.ldq = 3 * C;
         as.scale = c.attn_scale;
-        kernels::attention(qkv, kc, vc, as, att, buf<float>(plan_.scores), S, pool_);
+        // the new K and V rows into the cache (rounded to binary16 for an f16 cache), then attention
+        const size_t layer_off = static_cast<size_t>(l) * S * C;
+        if (plan_.kv == KvDType::F16) {
+            uint16_t* kc = buf<uint16_t>(plan_.k_cache) + layer_off;
+            uint16_t* vc = buf<uint16_t>(plan_.v_cache) + layer_off;
+            for (int t = 0; t < T; ++t) {
+                const float* row = qkv + static_cast<size_t>(t) * 3 * C;
+                kernels::kv_round_f16(row + C, kc + static_cast<size_t>(row0 + t) * C, C);
+                kernels::kv_round_f16(row + 2 * C, vc + static_cast<size_t>(row0 + t) * C, C);
+            }
+            kernels::attention(qkv, kc, vc, as, att, buf<float>(plan_.scores), S, pool_);
+        } else {
+            float* kc = buf<float>(plan_.k_cache) + layer_off;
+            float* vc = buf<float>(plan_.v_cache) + layer_off;
+            for (int t = 0; t < T; ++t) {
+                const float* row = qkv + static_cast<size_t>(t) * 3 * C;
+                std::memcpy(kc + static_cast<size_t>(row0 + t) * C, row + C, C * sizeof(float));
+                std::memcpy(vc + static_cast<size_t>(row0 + t) * C, row + 2 * C, C * sizeof(float));
+            }
+            kernels::attention(qkv, kc, vc, as, att, buf<float>(plan_.scores), S, pool_);
+        }
         kernels::linear(att, T, L.proj, L.proj_b, tmp, scratch, pool_);
         add_lora(l, LoraTarget::Proj, att, T, tmp);
         add(x, tmp, TC);

@@ -26,7 +26,7 @@ namespace ember {
 struct MemoryPlan {
     size_t x = 0, xn = 0, qkv = 0, att = 0, tmp = 0, hidden = 0;  // activations, rows of S
     size_t logits = 0;         // [logit_rows, V]
-    size_t k_cache = 0, v_cache = 0;  // [L, S, C] each
+    size_t k_cache = 0, v_cache = 0;  // [L, S, C] each, of kv (f16: binary16 bits)
     size_t scores = 0;         // [threads, S]
     size_t xq = 0, xs = 0;     // int8 activations [S, max(C, F)] and their scales
     size_t history = 0;        // [S] token ids: token k at k mod S
@@ -37,6 +37,7 @@ struct MemoryPlan {
     size_t total = 0;
     int logit_rows = 1;
     int threads = 1;
+    KvDType kv = KvDType::F16;
 };
 
 // CPU threads for a request: 0 = all cores (ThreadPool::default_threads), else 1..256.
@@ -44,9 +45,11 @@ struct MemoryPlan {
 constexpr int kMaxThreads = 256;
 int resolve_threads(int requested);
 
-// Plans the arena for `model` with `threads` threads (and LoRA rank, 0 = no adapter).
+// Plans the arena for `model` with `threads` threads (and LoRA rank, 0 = no adapter; the KV
+// cache's element type, SessionOptions' default unless given).
 // Pure arithmetic on the configuration (ArenaPlanner, 64-byte aligned regions).
-MemoryPlan plan_memory(const Model& model, int threads, bool all_logits, int lora_rank = 0);
+MemoryPlan plan_memory(const Model& model, int threads, bool all_logits, int lora_rank = 0,
+                       KvDType kv = SessionOptions{}.kv_cache);
 
 // check_memory for a session's arena: a small file may claim a block_size whose KV cache and
 // activations no device holds.

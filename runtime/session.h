@@ -14,12 +14,15 @@
 #include <memory>
 #include <string_view>
 
+#include "kernels/cpu/kv_dtype.h"
 #include "runtime/backend.h"
 #include "runtime/context.h"
 #include "runtime/model.h"
 #include "runtime/sampler.h"
 
 namespace ember {
+
+using kernels::KvDType;
 
 class LoraAdapter;
 class Tokenizer;
@@ -29,6 +32,7 @@ struct SessionOptions {
     int threads = 0;                  // CPU threads: 0 = all cores; at most 256
     ContextPolicy policy = ContextPolicy::Exact;
     bool all_logits = false;          // plan [S, V] logits for forward_window (eval)
+    KvDType kv_cache = KvDType::F16;  // the CPU backend's KV cache (the CUDA backend's is always fp16)
     const LoraAdapter* adapter = nullptr;  // LoRA on qkv/proj/fc/fc2, unmerged (CPU only); must outlive the session
     uint64_t memory_limit = 0;        // bytes the arena may take; 0 = available_memory_bytes()
     // A caller-owned arena for the CPU backend (TFLM's tensor arena): arena_bytes at arena,

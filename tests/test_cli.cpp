@@ -161,6 +161,28 @@ TEST_CASE("ember generate and info on good and bad models and options") {
     check_refused(ember_cli("eval -m " + q(good) + " --text " + q(fixture("bad/text.txt")), dir), "not in the model's vocabulary");
 }
 
+TEST_CASE("--kv-cache f16|f32 on generate, eval and bench, and bench --json records it") {
+    ember::test::TempDir dir;
+    const std::string good = dir.file("good.ember");
+    REQUIRE(ember_cli("convert " + q(fixture("gptpy/model.pt")) + " --vocab-text " + q(fixture("gptpy/vocab.txt")) + " -o " + q(good), dir)
+                .status == 0);
+    for (const char* kv : {"f16", "f32"}) {
+        CAPTURE(kv);
+        const std::string opt = std::string(" --backend cpu --kv-cache ") + kv;
+        const Run gen = ember_cli("generate -m " + q(good) + " -n 20 --seed 3" + opt, dir);
+        CHECK(gen.status == 0);
+        const Run ev = ember_cli("eval -m " + q(good) + " --text " + q(fixture("gptpy/eval.txt")) + " --split all" + opt, dir);
+        CHECK(ev.status == 0);
+        CHECK(ev.out.find(" over 3050 tokens") != std::string::npos);
+        const Run be = ember_cli("bench -m " + q(good) + " -p 4 -n 3 --runs 1 --json" + opt, dir);
+        CHECK(be.status == 0);
+        CHECK(be.out.find(std::string("\"kv_cache\":\"") + kv + "\"") != std::string::npos);
+    }
+    const Run be = ember_cli("bench -m " + q(good) + " -p 4 -n 3 --runs 1 --backend cpu", dir);
+    CHECK(be.out.find("kv cache: f16") != std::string::npos);  // the default
+    check_refused(ember_cli("generate -m " + q(good) + " -n 5 --kv-cache bf16", dir), "--kv-cache");
+}
+
 TEST_CASE("ember: output that cannot be written (a full disk) fails the command with one line") {
     if (!std::filesystem::exists("/dev/full")) {
         MESSAGE("SKIPPED: no /dev/full on this machine");

@@ -197,11 +197,19 @@ TEST_CASE("inference with an adapter (Session) equals the training forward") {
         so.threads = 2;
         so.all_logits = true;
         so.adapter = adapter.get();
+        so.kv_cache = KvDType::F32;  // training's forward keeps K and V in f32: the same arithmetic, to 1e-5
         Session s(*base->model, so);
         std::vector<int> seq(x.begin(), x.begin() + T);
         seq.push_back(y[T - 1]);
         const EvalResult r = evaluate(s, seq.data(), T + 1, T, base->model->config().vocab_size);
         CHECK(r.loss == doctest::Approx(train_loss).epsilon(1e-5));
+        // the default f16 cache rounds K and V: the loss moves by well under 1e-2 relative
+        SessionOptions so16 = so;
+        so16.kv_cache = KvDType::F16;
+        Session s16(*base->model, so16);
+        const double loss16 = evaluate(s16, seq.data(), T + 1, T, base->model->config().vocab_size).loss;
+        CHECK(loss16 == doctest::Approx(train_loss).epsilon(1e-2));
+        MESSAGE("inference with an adapter, f16 cache: loss ", loss16, " vs training's ", train_loss);
         // without the adapter the loss differs (the adapter does something)
         SessionOptions plain = so;
         plain.adapter = nullptr;

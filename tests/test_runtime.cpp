@@ -66,14 +66,16 @@ std::string convert_to(const test::TempDir& dir, convert::WeightDType dt, const 
 
 }  // namespace
 
-TEST_CASE("decoding a token allocates nothing, in every policy and dtype") {
+TEST_CASE("decoding a token allocates nothing, in every policy, weight dtype and KV cache dtype") {
     test::TempDir dir;
     for (auto dt : {convert::WeightDType::F32, convert::WeightDType::F16, convert::WeightDType::Int8}) {
         auto model = Model::open(convert_to(dir, dt));
-        for (auto policy : {ContextPolicy::Exact, ContextPolicy::Shift, ContextPolicy::Ring}) {
+        for (auto policy : {ContextPolicy::Exact, ContextPolicy::Shift, ContextPolicy::Ring})
+        for (auto kv : {KvDType::F16, KvDType::F32}) {
             SessionOptions so;
             so.threads = 2;
             so.policy = policy;
+            so.kv_cache = kv;
             Session s(*model, so);
             SamplerOptions sopt;
             sopt.temperature = 0.8f;
@@ -292,11 +294,16 @@ TEST_CASE("memory plan: the arena of the fixture model stays at its budget") {
     auto model = Model::open(convert_to(dir, convert::WeightDType::Int8));
     // Budget for n_layer 2, n_embd 32, block_size 16, vocab 37, 2 threads: grows only when
     // someone adds a buffer; update it deliberately.
+    // The default KV cache is f16; an f32 one takes exactly L x S x C x 2 bytes more per cache
+    // (4096: both caches stay 64-byte multiples).
     const MemoryPlan p = plan_memory(*model, 2, false);
-    CHECK(p.total <= 33728);
+    CHECK(p.kv == KvDType::F16);
+    CHECK(p.total <= 29632);
     const MemoryPlan e = plan_memory(*model, 2, true);
     CHECK(e.total - p.total < static_cast<size_t>(16 * 37 * 4 + 64));
-    MESSAGE("arena bytes: generate ", p.total, ", eval ", e.total);
+    const MemoryPlan p32 = plan_memory(*model, 2, false, 0, KvDType::F32);
+    CHECK(p32.total - p.total == 2u * 2 * 16 * 32 * 2);
+    MESSAGE("arena bytes: generate ", p.total, " (f32 cache ", p32.total, "), eval ", e.total);
 }
 
 TEST_CASE("a fine-tuning step and decoding with a LoRA adapter allocate nothing") {
@@ -370,10 +377,10 @@ TEST_CASE("a session whose arena exceeds the memory limit is refused by name bef
     SessionOptions o;
     o.threads = 1;
     o.memory_limit = 4096;
-    const MemoryPlan p = plan_memory(*model, 1, false);
+    const MemoryPlan p = plan_memory(*model, 1, false);  // the default f16 cache: 2 x 2 x 16 x 32 x 2 bytes
     g_largest_allocation = 0;
     const std::string needs = ": a session needs " + std::to_string(p.total) +
-                              " bytes of working memory (KV cache 8192 bytes for n_layer 2 x block_size 16 x n_embd 32) but the limit is 4096 bytes";
+                              " bytes of working memory (KV cache 4096 bytes for n_layer 2 x block_size 16 x n_embd 32) but the limit is 4096 bytes";
     CHECK_THROWS_WITH_AS((Session(*model, o)), doctest::Contains(needs.c_str()), Error);
     CHECK(g_largest_allocation.load() < p.total);
     o.memory_limit = p.total;

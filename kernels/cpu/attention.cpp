@@ -3,8 +3,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
+#include <cstring>
 #include <vector>
 
+#include "kernels/cpu/half.h"
 #include "kernels/cpu/ops_variants.h"
 
 namespace ember::kernels {
@@ -60,6 +62,27 @@ void weighted_sum_plain(const float* w, const float* v, int ldv, int n_keys, flo
     }
 }
 
+void scores_f16_plain(const float* q, const uint16_t* k, int ldk, int n_keys, int n, float scale, float* scores) {
+    for (int j = 0; j < n_keys; ++j) {
+        const uint16_t* kj = k + static_cast<size_t>(j) * ldk;
+        float acc = 0.0f;
+        for (int d = 0; d < n; ++d) acc += q[d] * half_to_float(kj[d]);
+        scores[j] = acc * scale;
+    }
+}
+
+void weighted_sum_f16_plain(const float* w, const uint16_t* v, int ldv, int n_keys, float* o, int n) {
+    for (int d = 0; d < n; ++d) {
+        float acc = 0.0f;
+        for (int j = 0; j < n_keys; ++j) acc += w[j] * half_to_float(v[static_cast<size_t>(j) * ldv + d]);
+        o[d] = acc;
+    }
+}
+
+void round_f16_plain(const float* x, uint16_t* y, int n) {
+    for (int i = 0; i < n; ++i) y[i] = float_to_half(x[i]);
+}
+
 void softmax_plain(float* w, int n) {
     float mx = -INFINITY;
     for (int j = 0; j < n; ++j) mx = std::max(mx, w[j]);
@@ -75,8 +98,22 @@ namespace {
 
 using ops_detail::OpKernels;
 
-void run_attention(const OpKernels& kern, const float* q, const float* k, const float* v, const AttentionShape& s,
+// The q.k and weighted-sum loops for a cache of element type E.
+struct F32Loops {
+    ops_detail::ScoresFn scores;
+    ops_detail::WeightedSumFn weighted_sum;
+};
+struct F16Loops {
+    ops_detail::ScoresF16Fn scores;
+    ops_detail::WeightedSumF16Fn weighted_sum;
+};
+F32Loops loops_for(const OpKernels& k, const float*) { return {k.scores, k.weighted_sum}; }
+F16Loops loops_for(const OpKernels& k, const uint16_t*) { return {k.scores_f16, k.weighted_sum_f16}; }
+
+template <typename E>
+void run_attention(const OpKernels& kern, const float* q, const E* k, const E* v, const AttentionShape& s,
                    float* out, float* scores, int scores_ld, ThreadPool& pool) {
+    const auto loops = loops_for(kern, k);
     const int C = s.n_head * s.head_size;
     const int hs = s.head_size;
     // One (query, head) item: scores, softmax, weighted sum of v.
@@ -91,9 +128,9 @@ void run_attention(const OpKernels& kern, const float* q, const float* k, const 
             return;
         }
         float* w = scores + static_cast<size_t>(thread) * scores_ld;
-        kern.scores(qh, k + h * hs, C, n_keys, hs, s.scale, w);
+        loops.scores(qh, k + h * hs, C, n_keys, hs, s.scale, w);
         kern.softmax(w, n_keys);
-        kern.weighted_sum(w, v + h * hs, C, n_keys, o, hs);
+        loops.weighted_sum(w, v + h * hs, C, n_keys, o, hs);
     };
     const int n_items = s.T * s.n_head;
     if (s.T == 1) {  // decode: equal items, one contiguous range per thread
@@ -112,9 +149,37 @@ void attention(const float* q, const float* k, const float* v, const AttentionSh
     run_attention(ops_detail::op_kernels(), q, k, v, s, out, scores, scores_ld, pool);
 }
 
+void attention(const float* q, const uint16_t* k, const uint16_t* v, const AttentionShape& s, float* out,
+               float* scores, int scores_ld, ThreadPool& pool) {
+    run_attention(ops_detail::op_kernels(), q, k, v, s, out, scores, scores_ld, pool);
+}
+
 void attention_at(CpuLevel level, const float* q, const float* k, const float* v, const AttentionShape& s,
                   float* out, float* scores, int scores_ld, ThreadPool& pool) {
     run_attention(ops_detail::op_kernels_at(level), q, k, v, s, out, scores, scores_ld, pool);
+}
+
+void attention_at(CpuLevel level, const float* q, const uint16_t* k, const uint16_t* v, const AttentionShape& s,
+                  float* out, float* scores, int scores_ld, ThreadPool& pool) {
+    run_attention(ops_detail::op_kernels_at(level), q, k, v, s, out, scores, scores_ld, pool);
+}
+
+void kv_round_f16(const float* x, uint16_t* y, int n) { ops_detail::op_kernels().round_f16(x, y, n); }
+
+void kv_round_f16_at(CpuLevel level, const float* x, uint16_t* y, int n) {
+    ops_detail::op_kernels_at(level).round_f16(x, y, n);
+}
+
+const char* kv_dtype_name(KvDType t) { return t == KvDType::F16 ? "f16" : "f32"; }
+
+bool parse_kv_dtype(const char* name, KvDType* out) {
+    for (KvDType t : {KvDType::F16, KvDType::F32}) {
+        if (std::strcmp(name, kv_dtype_name(t)) == 0) {
+            *out = t;
+            return true;
+        }
+    }
+    return false;
 }
 
 }  // namespace ember::kernels

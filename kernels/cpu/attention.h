@@ -10,9 +10,16 @@
 // [0, n_keys0 - 1) and the new tokens from row n_keys0 - 1 on. Order within the rows does not
 // matter to softmax, so a ring whose rows are all valid uses n_keys0 = S with T = 1.
 // A query with no visible key (n_keys0 + t == 0) gets 0, not NaN.
+// The cache is f32 or IEEE binary16 (uint16_t bits, KvDType::F16): f16 rows are widened to f32
+// as they are read (F16C / fcvtl / half.h) and all arithmetic is f32; rows are stored with
+// kv_round_f16 (round to nearest even, as torch's .half()).
 #pragma once
 
+#include <cstddef>
+#include <cstdint>
+
 #include "kernels/cpu/cpu_features.h"
+#include "kernels/cpu/kv_dtype.h"
 #include "kernels/cpu/thread_pool.h"
 
 namespace ember::kernels {
@@ -35,6 +42,12 @@ void attention_ref(const float* q, const float* k, const float* v, const Attenti
 // plain); plain's softmax uses std::exp, the vector ones a Cephes-style e^x within a few ulp.
 void attention(const float* q, const float* k, const float* v, const AttentionShape& s, float* out,
                float* scores, int scores_ld, ThreadPool& pool);
+// The same over an f16 cache: k, v [S, C] binary16.
+void attention(const float* q, const uint16_t* k, const uint16_t* v, const AttentionShape& s, float* out,
+               float* scores, int scores_ld, ThreadPool& pool);
+// y[0:n] = binary16(x[0:n]), round to nearest even (half.h's float_to_half, bit for bit on
+// finite values; NaN stays NaN): a new K or V row into an f16 cache.
+void kv_round_f16(const float* x, uint16_t* y, int n);
 // Which loops attention, layernorm and activation run here: "plain", "avx2" or "neon"
 // (cpu_level(), capped by EMBER_CPU_KERNELS), for `ember bench`.
 const char* ops_kernel_name();
@@ -43,6 +56,9 @@ const char* ops_kernel_name();
 // (cpu_level_clamp): for tests and benchmarks.
 void attention_at(CpuLevel level, const float* q, const float* k, const float* v, const AttentionShape& s,
                   float* out, float* scores, int scores_ld, ThreadPool& pool);
+void attention_at(CpuLevel level, const float* q, const uint16_t* k, const uint16_t* v, const AttentionShape& s,
+                  float* out, float* scores, int scores_ld, ThreadPool& pool);
+void kv_round_f16_at(CpuLevel level, const float* x, uint16_t* y, int n);
 
 // Training backward: B sequences of T tokens in the fused layout qkv [B, T, 3C] (q | k | v,
 // heads in order), causal (query t sees keys 0..t), as the forward above computes with

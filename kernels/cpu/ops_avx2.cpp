@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
+#include <cstdint>
 
 #include "kernels/cpu/ops_variants.h"
 
@@ -19,19 +20,6 @@ float hsum(__m256 v) {
     s = _mm_add_ps(s, _mm_movehl_ps(s, s));
     s = _mm_add_ss(s, _mm_movehdup_ps(s));
     return _mm_cvtss_f32(s);
-}
-
-// sum_k a[k] * b[k] over n floats: two accumulators of 8, then the scalar tail.
-float dot(const float* a, const float* b, int n) {
-    int k = 0;
-    __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
-    for (; k + 16 <= n; k += 16) {
-        s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + k), _mm256_loadu_ps(b + k), s0);
-        s1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + k + 8), _mm256_loadu_ps(b + k + 8), s1);
-    }
-    float acc = hsum(_mm256_add_ps(s0, s1));
-    for (; k < n; ++k) acc += a[k] * b[k];
-    return acc;
 }
 
 // e^x, Cephes' expf: x = n ln2 + r with |r| <= ln2 / 2, a degree-5 polynomial in r, 2^n built
@@ -91,38 +79,62 @@ void map_inplace(float* x, size_t n, F f, ActivationKind kind) {
 
 }  // namespace
 
-void scores_avx2(const float* q, const float* k, int ldk, int n_keys, int n, float scale, float* scores) {
+namespace {
+
+// Eight cache values widened to f32: a plain load, or F16C's vcvtph2ps for binary16.
+__m256 load8(const float* p) { return _mm256_loadu_ps(p); }
+__m256 load8(const uint16_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
+float load1(const float* p) { return *p; }
+float load1(const uint16_t* p) { return _cvtsh_ss(*p); }
+
+// sum_k a[k] * b[k] over n values of a cache row: two accumulators of 8, then the scalar tail.
+template <typename E>
+float dot_row(const float* a, const E* b, int n) {
+    int k = 0;
+    __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
+    for (; k + 16 <= n; k += 16) {
+        s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + k), load8(b + k), s0);
+        s1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + k + 8), load8(b + k + 8), s1);
+    }
+    float acc = hsum(_mm256_add_ps(s0, s1));
+    for (; k < n; ++k) acc += a[k] * load1(b + k);
+    return acc;
+}
+
+template <typename E>
+void scores_t(const float* q, const E* k, int ldk, int n_keys, int n, float scale, float* scores) {
     int j = 0;
     if (n % 8 == 0) {  // four keys per pass share the loads of q and one horizontal reduction
         for (; j + 4 <= n_keys; j += 4) {
-            const float* k0 = k + static_cast<size_t>(j) * ldk;
+            const E* k0 = k + static_cast<size_t>(j) * ldk;
             __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
             for (int d = 0; d < n; d += 8) {
                 const __m256 vq = _mm256_loadu_ps(q + d);
-                a0 = _mm256_fmadd_ps(vq, _mm256_loadu_ps(k0 + d), a0);
-                a1 = _mm256_fmadd_ps(vq, _mm256_loadu_ps(k0 + ldk + d), a1);
-                a2 = _mm256_fmadd_ps(vq, _mm256_loadu_ps(k0 + 2 * ldk + d), a2);
-                a3 = _mm256_fmadd_ps(vq, _mm256_loadu_ps(k0 + 3 * ldk + d), a3);
+                a0 = _mm256_fmadd_ps(vq, load8(k0 + d), a0);
+                a1 = _mm256_fmadd_ps(vq, load8(k0 + ldk + d), a1);
+                a2 = _mm256_fmadd_ps(vq, load8(k0 + 2 * ldk + d), a2);
+                a3 = _mm256_fmadd_ps(vq, load8(k0 + 3 * ldk + d), a3);
             }
             const __m256 h = _mm256_hadd_ps(_mm256_hadd_ps(a0, a1), _mm256_hadd_ps(a2, a3));  // per half: s0..s3
             const __m128 sum = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
             _mm_storeu_ps(scores + j, _mm_mul_ps(sum, _mm_set1_ps(scale)));
         }
     }
-    for (; j < n_keys; ++j) scores[j] = dot(q, k + static_cast<size_t>(j) * ldk, n) * scale;
+    for (; j < n_keys; ++j) scores[j] = dot_row(q, k + static_cast<size_t>(j) * ldk, n) * scale;
 }
 
-void weighted_sum_avx2(const float* w, const float* v, int ldv, int n_keys, float* o, int n) {
+template <typename E>
+void weighted_sum_t(const float* w, const E* v, int ldv, int n_keys, float* o, int n) {
     int d = 0;
     for (; d + 32 <= n; d += 32) {  // 32 columns held in registers across the keys
         __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-        const float* vj = v + d;
+        const E* vj = v + d;
         for (int j = 0; j < n_keys; ++j, vj += ldv) {
             const __m256 wj = _mm256_set1_ps(w[j]);
-            a0 = _mm256_fmadd_ps(wj, _mm256_loadu_ps(vj), a0);
-            a1 = _mm256_fmadd_ps(wj, _mm256_loadu_ps(vj + 8), a1);
-            a2 = _mm256_fmadd_ps(wj, _mm256_loadu_ps(vj + 16), a2);
-            a3 = _mm256_fmadd_ps(wj, _mm256_loadu_ps(vj + 24), a3);
+            a0 = _mm256_fmadd_ps(wj, load8(vj), a0);
+            a1 = _mm256_fmadd_ps(wj, load8(vj + 8), a1);
+            a2 = _mm256_fmadd_ps(wj, load8(vj + 16), a2);
+            a3 = _mm256_fmadd_ps(wj, load8(vj + 24), a3);
         }
         _mm256_storeu_ps(o + d, a0);
         _mm256_storeu_ps(o + d + 8, a1);
@@ -131,15 +143,43 @@ void weighted_sum_avx2(const float* w, const float* v, int ldv, int n_keys, floa
     }
     for (; d + 8 <= n; d += 8) {
         __m256 a = _mm256_setzero_ps();
-        const float* vj = v + d;
-        for (int j = 0; j < n_keys; ++j, vj += ldv) a = _mm256_fmadd_ps(_mm256_set1_ps(w[j]), _mm256_loadu_ps(vj), a);
+        const E* vj = v + d;
+        for (int j = 0; j < n_keys; ++j, vj += ldv) a = _mm256_fmadd_ps(_mm256_set1_ps(w[j]), load8(vj), a);
         _mm256_storeu_ps(o + d, a);
     }
     for (; d < n; ++d) {
         float acc = 0.0f;
-        for (int j = 0; j < n_keys; ++j) acc += w[j] * v[static_cast<size_t>(j) * ldv + d];
+        for (int j = 0; j < n_keys; ++j) acc += w[j] * load1(v + static_cast<size_t>(j) * ldv + d);
         o[d] = acc;
     }
+}
+
+}  // namespace
+
+void scores_avx2(const float* q, const float* k, int ldk, int n_keys, int n, float scale, float* scores) {
+    scores_t(q, k, ldk, n_keys, n, scale, scores);
+}
+
+void scores_f16_avx2(const float* q, const uint16_t* k, int ldk, int n_keys, int n, float scale, float* scores) {
+    scores_t(q, k, ldk, n_keys, n, scale, scores);
+}
+
+void weighted_sum_avx2(const float* w, const float* v, int ldv, int n_keys, float* o, int n) {
+    weighted_sum_t(w, v, ldv, n_keys, o, n);
+}
+
+void weighted_sum_f16_avx2(const float* w, const uint16_t* v, int ldv, int n_keys, float* o, int n) {
+    weighted_sum_t(w, v, ldv, n_keys, o, n);
+}
+
+// vcvtps2ph with round to nearest even: half.h's float_to_half on every finite value and inf.
+void round_f16_avx2(const float* x, uint16_t* y, int n) {
+    int i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m128i h = _mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(y + i), h);
+    }
+    for (; i < n; ++i) y[i] = _cvtss_sh(x[i], _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
 }
 
 void softmax_avx2(float* w, int n) {

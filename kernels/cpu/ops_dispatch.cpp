@@ -7,14 +7,17 @@ namespace ember::kernels::ops_detail {
 namespace {
 
 OpKernels kernels_for(CpuLevel level) {
-    OpKernels k{scores_plain, weighted_sum_plain, softmax_plain, layernorm_row_plain, activation_plain, "plain"};
+    OpKernels k{scores_plain, weighted_sum_plain, scores_f16_plain, weighted_sum_f16_plain, round_f16_plain,
+             softmax_plain, layernorm_row_plain, activation_plain, "plain"};
 #if defined(__x86_64__) || defined(__i386__)
     if (level == CpuLevel::Avx2 || level == CpuLevel::AvxVnni || level == CpuLevel::Avx512) {
-        k = {scores_avx2, weighted_sum_avx2, softmax_avx2, layernorm_row_avx2, activation_avx2, "avx2"};
+        k = {scores_avx2, weighted_sum_avx2, scores_f16_avx2, weighted_sum_f16_avx2, round_f16_avx2,
+             softmax_avx2, layernorm_row_avx2, activation_avx2, "avx2"};
     }
 #elif defined(__aarch64__)
     if (level == CpuLevel::Neon || level == CpuLevel::Dotprod) {
-        k = {scores_neon, weighted_sum_neon, softmax_neon, layernorm_row_neon, activation_neon, "neon"};
+        k = {scores_neon, weighted_sum_neon, scores_f16_neon, weighted_sum_f16_neon, round_f16_neon,
+             softmax_neon, layernorm_row_neon, activation_neon, "neon"};
     }
 #endif
     return k;

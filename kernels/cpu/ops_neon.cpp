@@ -6,25 +6,13 @@
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
+#include <cstdint>
 
 #include "kernels/cpu/ops_variants.h"
 
 namespace ember::kernels::ops_detail {
 
 namespace {
-
-// sum_k a[k] * b[k] over n floats: two accumulators of 4, then the scalar tail.
-float dot(const float* a, const float* b, int n) {
-    int k = 0;
-    float32x4_t s0 = vdupq_n_f32(0.0f), s1 = s0;
-    for (; k + 8 <= n; k += 8) {
-        s0 = vfmaq_f32(s0, vld1q_f32(a + k), vld1q_f32(b + k));
-        s1 = vfmaq_f32(s1, vld1q_f32(a + k + 4), vld1q_f32(b + k + 4));
-    }
-    float acc = vaddvq_f32(vaddq_f32(s0, s1));
-    for (; k < n; ++k) acc += a[k] * b[k];
-    return acc;
-}
 
 // e^x as ops_avx2.cpp's exp_ps (Cephes' expf, inputs clamped to [-87, 88]).
 float32x4_t exp_ps(float32x4_t x) {
@@ -77,37 +65,61 @@ void map_inplace(float* x, size_t n, F f, ActivationKind kind) {
 
 }  // namespace
 
-void scores_neon(const float* q, const float* k, int ldk, int n_keys, int n, float scale, float* scores) {
+namespace {
+
+// Four cache values widened to f32: a plain load, or fcvtl for binary16.
+float32x4_t load4(const float* p) { return vld1q_f32(p); }
+float32x4_t load4(const uint16_t* p) { return vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(p))); }
+float load1(const float* p) { return *p; }
+float load1(const uint16_t* p) { return vgetq_lane_f32(vcvt_f32_f16(vreinterpret_f16_u16(vdup_n_u16(*p))), 0); }
+
+// sum_k a[k] * b[k] over n values of a cache row: two accumulators of 4, then the scalar tail.
+template <typename E>
+float dot_row(const float* a, const E* b, int n) {
+    int k = 0;
+    float32x4_t s0 = vdupq_n_f32(0.0f), s1 = s0;
+    for (; k + 8 <= n; k += 8) {
+        s0 = vfmaq_f32(s0, vld1q_f32(a + k), load4(b + k));
+        s1 = vfmaq_f32(s1, vld1q_f32(a + k + 4), load4(b + k + 4));
+    }
+    float acc = vaddvq_f32(vaddq_f32(s0, s1));
+    for (; k < n; ++k) acc += a[k] * load1(b + k);
+    return acc;
+}
+
+template <typename E>
+void scores_t(const float* q, const E* k, int ldk, int n_keys, int n, float scale, float* scores) {
     int j = 0;
     if (n % 4 == 0) {  // four keys per pass share the loads of q
         for (; j + 4 <= n_keys; j += 4) {
-            const float* k0 = k + static_cast<size_t>(j) * ldk;
+            const E* k0 = k + static_cast<size_t>(j) * ldk;
             float32x4_t a0 = vdupq_n_f32(0.0f), a1 = a0, a2 = a0, a3 = a0;
             for (int d = 0; d < n; d += 4) {
                 const float32x4_t vq = vld1q_f32(q + d);
-                a0 = vfmaq_f32(a0, vq, vld1q_f32(k0 + d));
-                a1 = vfmaq_f32(a1, vq, vld1q_f32(k0 + ldk + d));
-                a2 = vfmaq_f32(a2, vq, vld1q_f32(k0 + 2 * ldk + d));
-                a3 = vfmaq_f32(a3, vq, vld1q_f32(k0 + 3 * ldk + d));
+                a0 = vfmaq_f32(a0, vq, load4(k0 + d));
+                a1 = vfmaq_f32(a1, vq, load4(k0 + ldk + d));
+                a2 = vfmaq_f32(a2, vq, load4(k0 + 2 * ldk + d));
+                a3 = vfmaq_f32(a3, vq, load4(k0 + 3 * ldk + d));
             }
             const float32x4_t sum = vpaddq_f32(vpaddq_f32(a0, a1), vpaddq_f32(a2, a3));  // s0 s1 s2 s3
             vst1q_f32(scores + j, vmulq_n_f32(sum, scale));
         }
     }
-    for (; j < n_keys; ++j) scores[j] = dot(q, k + static_cast<size_t>(j) * ldk, n) * scale;
+    for (; j < n_keys; ++j) scores[j] = dot_row(q, k + static_cast<size_t>(j) * ldk, n) * scale;
 }
 
-void weighted_sum_neon(const float* w, const float* v, int ldv, int n_keys, float* o, int n) {
+template <typename E>
+void weighted_sum_t(const float* w, const E* v, int ldv, int n_keys, float* o, int n) {
     int d = 0;
     for (; d + 16 <= n; d += 16) {  // 16 columns held in registers across the keys
         float32x4_t a0 = vdupq_n_f32(0.0f), a1 = a0, a2 = a0, a3 = a0;
-        const float* vj = v + d;
+        const E* vj = v + d;
         for (int j = 0; j < n_keys; ++j, vj += ldv) {
             const float32x4_t wj = vdupq_n_f32(w[j]);
-            a0 = vfmaq_f32(a0, wj, vld1q_f32(vj));
-            a1 = vfmaq_f32(a1, wj, vld1q_f32(vj + 4));
-            a2 = vfmaq_f32(a2, wj, vld1q_f32(vj + 8));
-            a3 = vfmaq_f32(a3, wj, vld1q_f32(vj + 12));
+            a0 = vfmaq_f32(a0, wj, load4(vj));
+            a1 = vfmaq_f32(a1, wj, load4(vj + 4));
+            a2 = vfmaq_f32(a2, wj, load4(vj + 8));
+            a3 = vfmaq_f32(a3, wj, load4(vj + 12));
         }
         vst1q_f32(o + d, a0);
         vst1q_f32(o + d + 4, a1);
@@ -116,15 +128,41 @@ void weighted_sum_neon(const float* w, const float* v, int ldv, int n_keys, floa
     }
     for (; d + 4 <= n; d += 4) {
         float32x4_t a = vdupq_n_f32(0.0f);
-        const float* vj = v + d;
-        for (int j = 0; j < n_keys; ++j, vj += ldv) a = vfmaq_n_f32(a, vld1q_f32(vj), w[j]);
+        const E* vj = v + d;
+        for (int j = 0; j < n_keys; ++j, vj += ldv) a = vfmaq_n_f32(a, load4(vj), w[j]);
         vst1q_f32(o + d, a);
     }
     for (; d < n; ++d) {
         float acc = 0.0f;
-        for (int j = 0; j < n_keys; ++j) acc += w[j] * v[static_cast<size_t>(j) * ldv + d];
+        for (int j = 0; j < n_keys; ++j) acc += w[j] * load1(v + static_cast<size_t>(j) * ldv + d);
         o[d] = acc;
     }
+}
+
+}  // namespace
+
+void scores_neon(const float* q, const float* k, int ldk, int n_keys, int n, float scale, float* scores) {
+    scores_t(q, k, ldk, n_keys, n, scale, scores);
+}
+
+void scores_f16_neon(const float* q, const uint16_t* k, int ldk, int n_keys, int n, float scale, float* scores) {
+    scores_t(q, k, ldk, n_keys, n, scale, scores);
+}
+
+void weighted_sum_neon(const float* w, const float* v, int ldv, int n_keys, float* o, int n) {
+    weighted_sum_t(w, v, ldv, n_keys, o, n);
+}
+
+void weighted_sum_f16_neon(const float* w, const uint16_t* v, int ldv, int n_keys, float* o, int n) {
+    weighted_sum_t(w, v, ldv, n_keys, o, n);
+}
+
+// fcvtn under the default FPCR rounding (round to nearest even): half.h's float_to_half on
+// every finite value and inf.
+void round_f16_neon(const float* x, uint16_t* y, int n) {
+    int i = 0;
+    for (; i + 4 <= n; i += 4) vst1_u16(y + i, vreinterpret_u16_f16(vcvt_f16_f32(vld1q_f32(x + i))));
+    for (; i < n; ++i) y[i] = vget_lane_u16(vreinterpret_u16_f16(vcvt_f16_f32(vdupq_n_f32(x[i]))), 0);
 }
 
 void softmax_neon(float* w, int n) {

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 
 #include "kernels/cpu/activation.h"
 #include "kernels/cpu/cpu_features.h"
@@ -15,6 +16,11 @@ namespace ember::kernels::ops_detail {
 using ScoresFn = void (*)(const float* q, const float* k, int ldk, int n_keys, int n, float scale, float* scores);
 // o[0:n] = sum_j w[j] * v[j * ldv + 0:n] over j < n_keys.
 using WeightedSumFn = void (*)(const float* w, const float* v, int ldv, int n_keys, float* o, int n);
+// The same two over an f16 cache (k, v binary16, widened to f32 as they are read).
+using ScoresF16Fn = void (*)(const float* q, const uint16_t* k, int ldk, int n_keys, int n, float scale, float* scores);
+using WeightedSumF16Fn = void (*)(const float* w, const uint16_t* v, int ldv, int n_keys, float* o, int n);
+// y[0:n] = binary16(x[0:n]), round to nearest even.
+using RoundF16Fn = void (*)(const float* x, uint16_t* y, int n);
 // w[0:n] = softmax(w[0:n]) in place (n >= 1): e^(w - max), then divided by the sum.
 using SoftmaxFn = void (*)(float* w, int n);
 // One LayerNorm row of C values (layernorm.h); bias may be null; out may alias x.
@@ -25,6 +31,9 @@ using ActivationFn = void (*)(ActivationKind kind, float* x, size_t n);
 struct OpKernels {
     ScoresFn scores;
     WeightedSumFn weighted_sum;
+    ScoresF16Fn scores_f16;
+    WeightedSumF16Fn weighted_sum_f16;
+    RoundF16Fn round_f16;
     SoftmaxFn softmax;
     LayerNormRowFn layernorm_row;
     ActivationFn activation;
@@ -40,6 +49,9 @@ const OpKernels& op_kernels();
 // The plain C++ bodies (attention.cpp, layernorm.cpp, activation.cpp).
 void scores_plain(const float* q, const float* k, int ldk, int n_keys, int n, float scale, float* scores);
 void weighted_sum_plain(const float* w, const float* v, int ldv, int n_keys, float* o, int n);
+void scores_f16_plain(const float* q, const uint16_t* k, int ldk, int n_keys, int n, float scale, float* scores);
+void weighted_sum_f16_plain(const float* w, const uint16_t* v, int ldv, int n_keys, float* o, int n);
+void round_f16_plain(const float* x, uint16_t* y, int n);
 void softmax_plain(float* w, int n);
 void layernorm_row_plain(const float* x, int C, const float* weight, const float* bias, float eps, float* out);
 void activation_plain(ActivationKind kind, float* x, size_t n);
@@ -47,6 +59,9 @@ void activation_plain(ActivationKind kind, float* x, size_t n);
 #if defined(__x86_64__) || defined(__i386__)
 void scores_avx2(const float* q, const float* k, int ldk, int n_keys, int n, float scale, float* scores);
 void weighted_sum_avx2(const float* w, const float* v, int ldv, int n_keys, float* o, int n);
+void scores_f16_avx2(const float* q, const uint16_t* k, int ldk, int n_keys, int n, float scale, float* scores);
+void weighted_sum_f16_avx2(const float* w, const uint16_t* v, int ldv, int n_keys, float* o, int n);
+void round_f16_avx2(const float* x, uint16_t* y, int n);
 void softmax_avx2(float* w, int n);
 void layernorm_row_avx2(const float* x, int C, const float* weight, const float* bias, float eps, float* out);
 void activation_avx2(ActivationKind kind, float* x, size_t n);
@@ -54,6 +69,9 @@ void activation_avx2(ActivationKind kind, float* x, size_t n);
 #if defined(__aarch64__)
 void scores_neon(const float* q, const float* k, int ldk, int n_keys, int n, float scale, float* scores);
 void weighted_sum_neon(const float* w, const float* v, int ldv, int n_keys, float* o, int n);
+void scores_f16_neon(const float* q, const uint16_t* k, int ldk, int n_keys, int n, float scale, float* scores);
+void weighted_sum_f16_neon(const float* w, const uint16_t* v, int ldv, int n_keys, float* o, int n);
+void round_f16_neon(const float* x, uint16_t* y, int n);
 void softmax_neon(float* w, int n);
 void layernorm_row_neon(const float* x, int C, const float* weight, const float* bias, float eps, float* out);
 void activation_neon(ActivationKind kind, float* x, size_t n);

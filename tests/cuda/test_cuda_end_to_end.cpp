@@ -51,6 +51,7 @@ SessionOptions options(ContextPolicy policy = ContextPolicy::Exact, bool all_log
     so.threads = 0;
     so.policy = policy;
     so.all_logits = all_logits;
+    so.kv_cache = KvDType::F32;  // the CPU sessions here are the f32 reference (CUDA's cache is fp16 regardless)
     return so;
 }
 

@@ -4,7 +4,10 @@
 // device test binary, so the NEON bodies run under qemu (scripts/cross-aarch64.sh).
 //
 // Tolerances, as max |y - ref| / max(1, max |ref|):
-//   attention < 1e-5 (f32 sums of at most 100 products and a softmax in f32, ref in double);
+//   attention < 1e-5 (f32 sums of at most 100 products and a softmax in f32, ref in double), over
+//     an f32 cache and over an f16 cache (against the reference on the same binary16 values
+//     widened exactly to f32, so the bound is the same);
+//   f16 rounding of a new cache row: bit for bit half.h's float_to_half (round to nearest even);
 //   softmax < 1e-6 (the vector e^x within a few ulp; probabilities at most 1);
 //   layernorm < 1e-5 (f32 two-pass mean and variance over up to 769 values, ref in double);
 //   activation < 1e-6 (ReLU exact; the vector GELUs' e^x within a few ulp and erf within 1.5e-7).
@@ -20,6 +23,7 @@
 #include "kernels/cpu/activation.h"
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/cpu_features.h"
+#include "kernels/cpu/half.h"
 #include "kernels/cpu/layernorm.h"
 #include "kernels/cpu/ops_variants.h"
 
@@ -100,6 +104,49 @@ TEST_CASE("kernel variants: attention at every level this CPU runs matches atten
             if (c.n_keys0 == 0) {
                 for (int d = 0; d < C; ++d) CHECK(out[d] == 0.0f);  // query 0 sees no key
             }
+            // f16 cache: the rows rounded by this level, read back by this level; the reference
+            // sees the same binary16 values widened to f32
+            std::vector<uint16_t> k16(k.size()), v16(v.size());
+            kv_round_f16_at(level, k.data(), k16.data(), static_cast<int>(k.size()));
+            kv_round_f16_at(level, v.data(), v16.data(), static_cast<int>(v.size()));
+            std::vector<float> kw(k.size()), vw(v.size());
+            for (size_t i = 0; i < k.size(); ++i) kw[i] = half_to_float(k16[i]);
+            for (size_t i = 0; i < v.size(); ++i) vw[i] = half_to_float(v16[i]);
+            std::fill(out.begin(), out.end(), 7.0f);
+            attention_at(level, q.data(), k16.data(), v16.data(), s, out.data(), scores.data(), S, pool);
+            attention_ref(q.data(), kw.data(), vw.data(), s, ref.data());
+            CHECK(max_rel(out, ref) < 1e-5);
+            if (c.n_keys0 == 0) {
+                for (int d = 0; d < C; ++d) CHECK(out[d] == 0.0f);
+            }
+        }
+    }
+}
+
+TEST_CASE("kernel variants: f16 rounding of a cache row at every level this CPU runs is half.h's, bit for bit") {
+    // normal values at several magnitudes, the subnormal range, overflow past 65504, exact ties
+    // (1 + 2^-11 rounds down to even, 1 + 3 * 2^-11 up), zeros and infinities; lengths that
+    // leave tails after the 8- and 4-wide loops
+    std::vector<float> x;
+    for (float scale : {1.0f, 1e-3f, 3e-6f, 3e-8f, 300.0f, 3e4f}) {
+        const auto r = randn(101, 50 + static_cast<uint32_t>(x.size()), scale);
+        x.insert(x.end(), r.begin(), r.end());
+    }
+    const float specials[] = {0.0f, -0.0f, 1.0f + 0x1p-11f, 1.0f + 3 * 0x1p-11f, -(1.0f + 0x1p-11f), 65504.0f, 65519.0f, 65520.0f, 1e6f,
+                              -1e6f, 0x1p-24f, 0x1p-25f, 0x1.8p-25f, 0x1p-14f, 0x1.ffcp-15f, INFINITY, -INFINITY};
+    x.insert(x.end(), std::begin(specials), std::end(specials));
+    std::vector<uint16_t> want(x.size());
+    for (size_t i = 0; i < x.size(); ++i) want[i] = float_to_half(x[i]);
+    for (CpuLevel level : levels_to_test()) {
+        const std::string level_name = cpu_level_name(level);
+        CAPTURE(level_name);
+        for (int n : {static_cast<int>(x.size()), 1, 7, 13}) {
+            std::vector<uint16_t> got(x.size(), 0x1234);
+            kv_round_f16_at(level, x.data(), got.data(), n);
+            int wrong = 0;
+            for (int i = 0; i < n; ++i) wrong += got[i] != want[i];
+            CHECK(wrong == 0);
+            CHECK(got[n < static_cast<int>(x.size()) ? n : 0] == (n < static_cast<int>(x.size()) ? 0x1234 : want[0]));  // nothing past n
         }
     }
 }
