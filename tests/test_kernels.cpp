@@ -12,42 +12,15 @@
 #include "kernels/cpu/half.h"
 #include "kernels/cpu/layernorm.h"
 #include "kernels/cpu/linear.h"
+#include "kernel_test_util.h"
 #include "runtime/error.h"
 
 using namespace ember;
 using namespace ember::kernels;
 
-namespace {
-
-std::vector<float> randn(size_t n, uint32_t seed, float scale = 1.0f) {
-    std::mt19937 g(seed);
-    std::normal_distribution<float> d(0.0f, scale);
-    std::vector<float> v(n);
-    for (auto& x : v) x = d(g);
-    return v;
-}
-
-// max |a - b| / max(1, max |b|)
-double max_rel(const std::vector<float>& a, const std::vector<float>& b) {
-    double err = 0.0, mag = 1.0;
-    for (size_t i = 0; i < a.size(); ++i) {
-        err = std::max(err, std::fabs(static_cast<double>(a[i]) - b[i]));
-        mag = std::max(mag, std::fabs(static_cast<double>(b[i])));
-    }
-    return err / mag;
-}
-
-// Normalized mean squared error, as ggml's test-backend-ops reports it.
-double nmse(const std::vector<float>& a, const std::vector<float>& ref) {
-    double num = 0.0, den = 0.0;
-    for (size_t i = 0; i < a.size(); ++i) {
-        num += (static_cast<double>(a[i]) - ref[i]) * (static_cast<double>(a[i]) - ref[i]);
-        den += static_cast<double>(ref[i]) * ref[i];
-    }
-    return num / den;
-}
-
-}  // namespace
+using ember::test::randn;
+using ember::test::max_rel;
+using ember::test::nmse;
 
 TEST_CASE("half conversion round-trips every binary16 value and rounds to nearest even") {
     for (uint32_t h = 0; h < 65536; ++h) {

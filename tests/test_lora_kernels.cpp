@@ -16,19 +16,14 @@
 #include "kernels/cpu/layernorm.h"
 #include "kernels/cpu/linear.h"
 #include "kernels/cpu/lora.h"
+#include "kernel_test_util.h"
 
 using namespace ember;
 using namespace ember::kernels;
 
-namespace {
+using ember::test::randn;
 
-std::vector<float> randn(size_t n, uint32_t seed, float scale = 1.0f) {
-    std::mt19937 g(seed);
-    std::normal_distribution<float> d(0.0f, scale);
-    std::vector<float> v(n);
-    for (auto& x : v) x = d(g);
-    return v;
-}
+namespace {
 
 // max |a - b| / max |b|
 double rel_err(const std::vector<float>& a, const std::vector<float>& b) {

@@ -26,27 +26,14 @@
 #include "kernels/cpu/half.h"
 #include "kernels/cpu/layernorm.h"
 #include "kernels/cpu/ops_variants.h"
+#include "../kernel_test_util.h"
 
 using namespace ember::kernels;
 
+using ember::test::randn;
+using ember::test::max_rel;
+
 namespace {
-
-std::vector<float> randn(size_t n, uint32_t seed, float scale) {
-    std::mt19937 g(seed);
-    std::normal_distribution<float> d(0.0f, scale);
-    std::vector<float> v(n);
-    for (auto& x : v) x = d(g);
-    return v;
-}
-
-double max_rel(const std::vector<float>& a, const std::vector<float>& b) {
-    double err = 0.0, mag = 1.0;
-    for (size_t i = 0; i < a.size(); ++i) {
-        err = std::max(err, std::fabs(static_cast<double>(a[i]) - b[i]));
-        mag = std::max(mag, std::fabs(static_cast<double>(b[i])));
-    }
-    return err / mag;
-}
 
 // The levels of this build's architecture that have their own bodies or pick another's
 // (every level); each one the CPU lacks is reported and left out.

@@ -21,36 +21,15 @@
 #include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/half.h"
 #include "kernels/cpu/linear.h"
+#include "../kernel_test_util.h"
 
 using namespace ember::kernels;
 
+using ember::test::randn;
+using ember::test::max_rel;
+using ember::test::nmse;
+
 namespace {
-
-std::vector<float> randn(size_t n, uint32_t seed, float scale) {
-    std::mt19937 g(seed);
-    std::normal_distribution<float> d(0.0f, scale);
-    std::vector<float> v(n);
-    for (auto& x : v) x = d(g);
-    return v;
-}
-
-double max_rel(const std::vector<float>& a, const std::vector<float>& b) {
-    double err = 0.0, mag = 1.0;
-    for (size_t i = 0; i < a.size(); ++i) {
-        err = std::max(err, std::fabs(static_cast<double>(a[i]) - b[i]));
-        mag = std::max(mag, std::fabs(static_cast<double>(b[i])));
-    }
-    return err / mag;
-}
-
-double nmse(const std::vector<float>& a, const std::vector<float>& ref) {
-    double num = 0.0, den = 0.0;
-    for (size_t i = 0; i < a.size(); ++i) {
-        num += (static_cast<double>(a[i]) - ref[i]) * (static_cast<double>(a[i]) - ref[i]);
-        den += static_cast<double>(ref[i]) * ref[i];
-    }
-    return num / den;
-}
 
 // The converter's symmetric int8 groups (converter/quantize.cpp), which this binary does not link.
 struct Quantized {
