@@ -29,7 +29,7 @@ cmake -S . -B build-aarch64 -DCMAKE_TOOLCHAIN_FILE=cmake/aarch64-linux-gnu.cmake
   -DEMBER_NATIVE=OFF -DEMBER_DEVICE_ONLY=OFF -DEMBER_CUDA=OFF > build-aarch64.log 2>&1 || { cat build-aarch64.log; exit 1; }
 cmake --build build-aarch64 -j "$(nproc)" >> build-aarch64.log 2>&1 || { tail -50 build-aarch64.log; exit 1; }
 file build-aarch64/firmware/ember-console 2>/dev/null || true
-echo "built: build-aarch64/firmware/ember-console"
+echo "built: build-aarch64/firmware/ember-console, build-aarch64/cli/ember"
 if [[ "${1:-}" != "--no-tests" ]]; then
   # The tests that run `ember` and `ember-console` run them through qemu-aarch64 as well
   # (EMBER_EMULATOR); the default model's full validation loss is skipped there (a MESSAGE says so).
