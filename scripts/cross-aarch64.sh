@@ -1,18 +1,20 @@
 #!/usr/bin/env bash
-# Builds the device part (kernels, runtime, firmware: ember-console and ember_firmware_tests)
-# for aarch64, the Jetson's CPU, with Debian's cross toolchain, CPU only, and runs the device
-# tests under qemu-user (-cpu max, then the kernel tests again on a Cortex-A57, which lacks
-# dotprod). Installs what is missing: g++-aarch64-linux-gnu, qemu-user and the
-# arm64 libraries through multiarch.
+# Builds the whole project (kernels, runtime, converter, the ember command, firmware, both
+# test suites) for aarch64, the Jetson's CPU, with Debian's cross toolchain, CPU only, and runs
+# every test under qemu-user: ember_tests (against the PyTorch fixtures) and
+# ember_firmware_tests with -cpu max (NEON + dotprod), then the numeric test cases again on a
+# Cortex-A57 (NEON, no dotprod), so both int8 kernels run. The tests that run `ember` and
+# `ember-console` run them through qemu too (binfmt_misc is not needed). Installs what is
+# missing: g++-aarch64-linux-gnu, qemu-user and the arm64 libraries through multiarch.
 #   scripts/cross-aarch64.sh              build into build-aarch64/ and run the tests
 #   scripts/cross-aarch64.sh --no-tests   build only
-# The result: build-aarch64/firmware/ember-console (copy it to the Jetson).
+# The result: build-aarch64/firmware/ember-console and build-aarch64/cli/ember (copy them to the Jetson).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
 sudo=""
 [[ $(id -u) -ne 0 ]] && sudo="sudo"
-pkgs=(g++-aarch64-linux-gnu qemu-user libssl-dev:arm64 libxxhash-dev:arm64 libflatbuffers-dev:arm64 zlib1g-dev:arm64)
+pkgs=(g++-aarch64-linux-gnu qemu-user libssl-dev:arm64 libxxhash-dev:arm64 libflatbuffers-dev:arm64 zlib1g-dev:arm64 libzip-dev:arm64)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -24,16 +26,21 @@ if ((${#missing[@]})); then
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 cmake -S . -B build-aarch64 -DCMAKE_TOOLCHAIN_FILE=cmake/aarch64-linux-gnu.cmake -DCMAKE_BUILD_TYPE=Release \
-  -DEMBER_NATIVE=OFF -DEMBER_DEVICE_ONLY=ON -DEMBER_CUDA=OFF > build-aarch64.log 2>&1 || { cat build-aarch64.log; exit 1; }
+  -DEMBER_NATIVE=OFF -DEMBER_DEVICE_ONLY=OFF -DEMBER_CUDA=OFF > build-aarch64.log 2>&1 || { cat build-aarch64.log; exit 1; }
 cmake --build build-aarch64 -j "$(nproc)" >> build-aarch64.log 2>&1 || { tail -50 build-aarch64.log; exit 1; }
 file build-aarch64/firmware/ember-console 2>/dev/null || true
-echo "built: build-aarch64/firmware/ember-console"
+echo "built: build-aarch64/firmware/ember-console, build-aarch64/cli/ember"
 if [[ "${1:-}" != "--no-tests" ]]; then
-  echo "--- device tests under qemu-aarch64 -cpu max (NEON + dotprod)"
-  (cd build-aarch64 && QEMU_CPU=max ctest --output-on-failure)
-  # Again on a CPU without dotprod, so that the NEON int8 kernel runs too: the kernel variant
-  # tests (linear, attention, layernorm, activation) and the runtime against PyTorch's logits only.
-  echo "--- linear kernels and the runtime under qemu-aarch64 -cpu cortex-a57 (NEON, no dotprod)"
+  # The tests that run `ember` and `ember-console` run them through qemu-aarch64 as well
+  # (EMBER_EMULATOR); the default model's full validation loss is skipped there (a MESSAGE says so).
+  echo "--- every test under qemu-aarch64 -cpu max (NEON + dotprod)"
+  (cd build-aarch64 && QEMU_CPU=max ctest --output-on-failure -j 2)
+  # Again on a CPU without dotprod, so that the NEON int8 kernel runs too: the numeric test
+  # cases only (kernels and their backward passes against the references, the runtime against
+  # PyTorch's logits, greedy ids and eval losses).
+  echo "--- kernels and the runtime against PyTorch under qemu-aarch64 -cpu cortex-a57 (NEON, no dotprod)"
   QEMU_CPU=cortex-a57 qemu-aarch64 build-aarch64/tests/firmware/ember_firmware_tests \
     -tc='linear*,CPU levels*,kernel variants*,device runtime*'
+  QEMU_CPU=cortex-a57 qemu-aarch64 build-aarch64/tests/ember_tests \
+    -tc='linear*,int8 quantizer*,layernorm*,activation*,attention*,cross-entropy*,LoRA forward*,gpt.py*,nanoGPT*,the real nanoGPT*,f16 and int8*,context policies*'
 fi

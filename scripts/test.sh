@@ -2,7 +2,7 @@
 # Installs what is missing, builds, and runs every test (doctest suites under ctest):
 # first the Release build, then the same suites built with AddressSanitizer and
 # UndefinedBehaviorSanitizer (build-asan/; any report fails the run).
-# Then the device part cross-built for aarch64, its tests under qemu (scripts/cross-aarch64.sh).
+# Then the whole project cross-built for aarch64, every test under qemu (scripts/cross-aarch64.sh).
 # Then every libFuzzer target (clang, build-fuzz/) for 60 s each (tests/fuzz/run.sh 60); a
 # crash, a leak, a timeout or a sanitizer report fails the run.
 #   scripts/test.sh            all four
@@ -22,7 +22,7 @@ if [[ " $* " != *" --no-asan "* ]]; then
      ctest --output-on-failure -j 2)
 fi
 if [[ " $* " != *" --no-cross "* ]]; then
-  echo "--- the device part for aarch64, tests under qemu-aarch64"
+  echo "--- the whole project for aarch64, tests under qemu-aarch64"
   scripts/cross-aarch64.sh
 fi
 if [[ " $* " != *" --no-fuzz "* ]]; then

@@ -20,7 +20,7 @@ struct Run {
 // Runs `ember ARGS` with no standard input; stdout and stderr go through files in dir.
 inline Run ember_cli(const std::string& args, const TempDir& dir) {
     const std::string out = dir.file("stdout"), err = dir.file("stderr");
-    const std::string cmd = std::string(EMBER_CLI) + " " + args + " >'" + out + "' 2>'" + err + "' </dev/null";
+    const std::string cmd = program_cmd(EMBER_CLI) + " " + args + " >'" + out + "' 2>'" + err + "' </dev/null";
     const int rc = std::system(cmd.c_str());
     Run r;
     r.status = WIFEXITED(rc) ? WEXITSTATUS(rc) : 128 + (WIFSIGNALED(rc) ? WTERMSIG(rc) : 0);

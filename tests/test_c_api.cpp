@@ -279,7 +279,9 @@ TEST_CASE("C API: generated text equals `ember generate` (gpt.py fixture, sample
 
 TEST_CASE("C API: generated text equals `ember generate` on the default model, past block_size") {
     ember::test::TempDir dir;
-    check_equals_cli(shakespeare(dir), "ROMEO:", 150);  // 6 + 150 > block_size 128: the exact policy's recomputed window
+    // 6 + 150 > block_size 128: the exact policy's recomputed window (6 + 130 under the emulator,
+    // where each recomputed window is slow).
+    check_equals_cli(shakespeare(dir), "ROMEO:", ember::test::kEmulatorSlowdown > 1 ? 130 : 150);
 }
 
 TEST_CASE("C API: the arena the session needs equals `ember info`'s 'arena: N bytes to generate' at the same thread count") {

@@ -195,7 +195,7 @@ TEST_CASE("ember: output that cannot be written (a full disk) fails the command 
     for (const std::string& args : {"generate -m " + q(good) + " -n 20 --seed 1", "info " + q(good)}) {
         CAPTURE(args);
         const std::string err = dir.file("err");
-        const int rc = std::system((std::string(EMBER_CLI) + " " + args + " >/dev/full 2>'" + err + "' </dev/null").c_str());
+        const int rc = std::system((ember::test::program_cmd(EMBER_CLI) + " " + args + " >/dev/full 2>'" + err + "' </dev/null").c_str());
         REQUIRE(WIFEXITED(rc));
         CHECK(WEXITSTATUS(rc) == 1);
         const std::string text = ember::test::read_file(err);

@@ -30,6 +30,12 @@ EvalResult val_loss(const std::string& ember_path, const std::string& text_path)
 }  // namespace
 
 TEST_CASE("default model: f32 eval loss equals PyTorch's, int8 within 0.02 of f32") {
+#ifdef EMBER_EMULATOR
+    // Two evaluations over the whole validation split: under qemu-aarch64 it had not finished
+    // after 8 minutes. The fixtures' eval losses against PyTorch (test_end_to_end.cpp) run there.
+    MESSAGE("SKIPPED under " EMBER_EMULATOR ": the default model's full validation loss (too slow emulated)");
+    return;
+#endif
     const std::string root = test::source_dir() + "/models/";
     const auto report = test::load_json(root + "shakespeare_char.pt.json");
     const std::string text = test::shared_dir() + "/data/tinyshakespeare.txt";

@@ -28,6 +28,8 @@ TEST_CASE("ember finetune: SIGINT after the first progress line writes the adapt
     test::TempDir dir;
     const std::string model = test::source_dir() + "/tests/fuzz/seeds/ember/gptpy_int8.ember";
     const std::string text = fixture("gptpy/eval.txt"), a = dir.file("a.emba");
+    const test::ProgramArgv argv(EMBER_CLI, {"finetune", "-m", model, "--text", text, "-o", a, "--steps", "1000000", "--batch", "1", "--seq", "16",
+                                             "--rank", "4", "--threads", "1", "--eval-every", "1000000"});
     int out[2];
     REQUIRE(::pipe(out) == 0);
     const pid_t pid = ::fork();
@@ -36,8 +38,7 @@ TEST_CASE("ember finetune: SIGINT after the first progress line writes the adapt
         ::dup2(out[1], 1);
         ::close(out[0]);
         ::close(out[1]);
-        ::execl(EMBER_CLI, EMBER_CLI, "finetune", "-m", model.c_str(), "--text", text.c_str(), "-o", a.c_str(), "--steps", "1000000",
-                "--batch", "1", "--seq", "16", "--rank", "4", "--threads", "1", "--eval-every", "1000000", static_cast<char*>(nullptr));
+        argv.exec();
         _exit(127);
     }
     ::close(out[1]);
@@ -84,7 +85,7 @@ TEST_CASE("ember finetune: SIGINT after the first progress line writes the adapt
 
     // --resume goes on from it.
     const std::string log = dir.file("resume.out");
-    const std::string cmd = std::string(EMBER_CLI) + " finetune -m " + q(model) + " --text " + q(text) + " --resume " + q(a) + " -o " + q(a) +
+    const std::string cmd = test::program_cmd(EMBER_CLI) + " finetune -m " + q(model) + " --text " + q(text) + " --resume " + q(a) + " -o " + q(a) +
                             " --steps " + std::to_string(step + 2) + " --threads 1 >" + q(log) + " 2>&1 </dev/null";
     const int rc = std::system(cmd.c_str());
     const std::string r = test::read_file(log);

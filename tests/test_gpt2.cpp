@@ -329,7 +329,7 @@ TEST_CASE("GPT-2's tokenizer with an embedding padded to 50304 rows: padding row
     // names the tokenizer and the padding.
     const std::string out = dir.file("out"), err = dir.file("err");
     auto run = [&](const std::string& args) {
-        const int rc = std::system((std::string(EMBER_CLI) + " " + args + " >'" + out + "' 2>'" + err + "' </dev/null").c_str());
+        const int rc = std::system((test::program_cmd(EMBER_CLI) + " " + args + " >'" + out + "' 2>'" + err + "' </dev/null").c_str());
         return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
     };
     CHECK(run("generate -m '" + path + "' -p 'Hello 😀' -n 30 --temperature 0.8 --threads 2") == 0);
@@ -347,7 +347,7 @@ TEST_CASE("ember convert with --tokenizer: the summary names what was transposed
     test::TempDir dir;
     const std::string out = dir.file("out"), err = dir.file("err");
     auto run = [&](const std::string& args) {
-        const int rc = std::system((std::string(EMBER_CLI) + " " + args + " >'" + out + "' 2>'" + err + "' </dev/null").c_str());
+        const int rc = std::system((test::program_cmd(EMBER_CLI) + " " + args + " >'" + out + "' 2>'" + err + "' </dev/null").c_str());
         return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
     };
     const std::string tiny = " --tokenizer '" + kTiny[1] + "' --tokenizer '" + kTiny[0] + "'";  // vocab.bpe first: either order

@@ -121,7 +121,7 @@ TEST_CASE("linking: the CUDA module carries cuBLASLt, without a GPU cuda is one 
         ember::test::check_refused(ember::test::ember_cli(gen + " --backend cuda", dir), "the CUDA backend module cannot be loaded");
     }
     {  // a module path that does not exist: one line naming it
-        const std::string cmd = "EMBER_CUDA_MODULE=/nonexistent/libember-cuda.so " + std::string(EMBER_CLI) + gen + " --backend cuda";
+        const std::string cmd = "EMBER_CUDA_MODULE=/nonexistent/libember-cuda.so " + ember::test::program_cmd(EMBER_CLI) + gen + " --backend cuda";
         int status = -1;
         const std::string err = shell(cmd + " 2>&1 >/dev/null </dev/null", &status);
         CAPTURE(err);
@@ -134,7 +134,7 @@ TEST_CASE("linking: the CUDA module carries cuBLASLt, without a GPU cuda is one 
         // auto: the CPU, and the dynamic loader never opens a CUDA library (LD_DEBUG goes to stderr).
         int status = -1;
         const std::string log = dir.file("ld_debug");
-        const std::string out = shell("LD_DEBUG=libs " + std::string(EMBER_CLI) + gen + " --backend auto 2>" + q(log) + " </dev/null", &status);
+        const std::string out = shell("LD_DEBUG=libs " + ember::test::program_cmd(EMBER_CLI) + gen + " --backend auto 2>" + q(log) + " </dev/null", &status);
         const std::string debug = ember::test::read_file(log);
         CHECK(status == 0);
         CHECK(out.rfind("The", 0) == 0);

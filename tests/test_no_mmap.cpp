@@ -207,7 +207,7 @@ TEST_CASE("ember generate, eval, bench and ember-console take --no-mmap and --ml
 
     // ember-console loads its model with them.
     test::write_file(dir.file("in.txt"), "info\n");
-    const std::string cmd = std::string(EMBER_CONSOLE) + " --stdio --models " + q(dir.path()) +
+    const std::string cmd = test::program_cmd(EMBER_CONSOLE) + " --stdio --models " + q(dir.path()) +
                             " --load m --backend cpu --no-mmap --mlock <" + q(dir.file("in.txt")) + " >" + q(dir.file("console.out")) + " 2>&1";
     CHECK(std::system(cmd.c_str()) == 0);
     const std::string out = test::read_file(dir.file("console.out"));

@@ -3,6 +3,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include <unistd.h>
+
 #include <cstdlib>
 #include <fstream>
 #include <string>
@@ -22,6 +24,46 @@ inline std::string shared_dir() {
     const char* env = std::getenv("EMBER_SHARED_DIR");
     return env && *env ? std::string(env) : source_dir() + "/../shared";
 }
+
+// The shell command that runs one of the built programs (EMBER_CLI, EMBER_CONSOLE): in a cross
+// build, through the emulator ctest runs the tests with (EMBER_EMULATOR, e.g. qemu-aarch64;
+// binfmt_misc need not be registered for the target's binaries).
+inline std::string program_cmd(const char* path) {
+#ifdef EMBER_EMULATOR
+    return std::string(EMBER_EMULATOR) + " " + path;
+#else
+    return path;
+#endif
+}
+
+// Deadlines that wait on a built program stretch by this under the emulator (qemu-user runs
+// the target's code 10 to 50 times slower).
+#ifdef EMBER_EMULATOR
+inline constexpr int kEmulatorSlowdown = 20;
+#else
+inline constexpr int kEmulatorSlowdown = 1;
+#endif
+
+// The argument vector of a built program for execvp, through EMBER_EMULATOR as program_cmd.
+// Made before fork(); the child only calls exec().
+class ProgramArgv {
+public:
+    ProgramArgv(const char* path, const std::vector<std::string>& args) {
+#ifdef EMBER_EMULATOR
+        strings_.push_back(EMBER_EMULATOR);
+#endif
+        strings_.push_back(path);
+        strings_.insert(strings_.end(), args.begin(), args.end());
+        for (std::string& s : strings_) argv_.push_back(s.data());
+        argv_.push_back(nullptr);
+    }
+    // Returns only when exec fails.
+    void exec() const { ::execvp(argv_[0], argv_.data()); }
+
+private:
+    std::vector<std::string> strings_;
+    std::vector<char*> argv_;
+};
 
 inline nlohmann::json load_json(const std::string& path) {
     std::ifstream in(path);
