@@ -61,6 +61,24 @@ void store_rows(const __m256* acc, const float* tail, const float* bias, float* 
 #endif
 
 #if defined(__ARM_NEON)
+// The NEON policy for i8_block below, with the 16-products-into-4-lanes step as a parameter
+// (widening multiplies in linear_neon.cpp, SDOT in linear_dotprod.cpp).
+template <int32x4_t (*Dot16)(int32x4_t, int8x16_t, int8x16_t)>
+struct NeonI8 {
+    using Vec = int8x16_t;
+    using Sum = int32x4_t;
+    using Acc = float32x4_t;
+    static constexpr int kChunk = 16;
+    struct Group {};
+    static Vec load(const int8_t* p) { return vld1q_s8(p); }
+    static void begin(Group&) {}
+    static void step(Group&, Vec) {}
+    static Sum zero() { return vdupq_n_s32(0); }
+    static Sum dot(Sum s, Vec x, Vec w) { return Dot16(s, x, w); }
+    static Acc acc_zero() { return vdupq_n_f32(0.0f); }
+    static Acc fma(Acc acc, Sum s, const Group&, float scale) { return vfmaq_n_f32(acc, vcvtq_f32_s32(s), scale); }
+};
+
 // y[0..R) = horizontal sums of acc[0..R) + tail + bias (bias may be null).
 template <int R>
 void store_rows(const float32x4_t* acc, const float* tail, const float* bias, float* y) {

@@ -48,22 +48,6 @@ inline int32x4_t dot16(int32x4_t acc, int8x16_t x, int8x16_t w) {
     return vpadalq_s16(acc, p);
 }
 
-// linear_int8_block.h's policy: widening multiplies (dot16).
-struct NeonDot {
-    using Vec = int8x16_t;
-    using Sum = int32x4_t;
-    using Acc = float32x4_t;
-    static constexpr int kChunk = 16;
-    struct Group {};
-    static Vec load(const int8_t* p) { return vld1q_s8(p); }
-    static void begin(Group&) {}
-    static void step(Group&, Vec) {}
-    static Sum zero() { return vdupq_n_s32(0); }
-    static Sum dot(Sum s, Vec x, Vec w) { return dot16(s, x, w); }
-    static Acc acc_zero() { return vdupq_n_f32(0.0f); }
-    static Acc fma(Acc acc, Sum s, const Group&, float scale) { return vfmaq_n_f32(acc, vcvtq_f32_s32(s), scale); }
-};
-
 }  // namespace
 
 void f32_rows_neon(const Args& a, int n_begin, int n_end) {
@@ -82,7 +66,7 @@ void f16_rows_neon(const Args& a, int n_begin, int n_end) {
     }
 }
 
-void i8_rows_neon(const Args& a, int n_begin, int n_end) { i8_rows<NeonDot>(a, n_begin, n_end); }
+void i8_rows_neon(const Args& a, int n_begin, int n_end) { i8_rows<NeonI8<dot16>>(a, n_begin, n_end); }
 
 // vcvtnq_s32_f32 rounds to nearest, ties to even, as __builtin_nearbyintf does in the
 // default rounding mode: every variant quantizes x to the same integers.

@@ -27,33 +27,13 @@
 #include "kernels/cpu/layernorm.h"
 #include "kernels/cpu/ops_variants.h"
 #include "../kernel_test_util.h"
+#include "variant_test_util.h"
 
 using namespace ember::kernels;
 
+using ember::test::levels_to_test;
 using ember::test::randn;
 using ember::test::max_rel;
-
-namespace {
-
-// The levels of this build's architecture that have their own bodies or pick another's
-// (every level); each one the CPU lacks is reported and left out.
-std::vector<CpuLevel> levels_to_test() {
-    CpuFeatures all;
-    all.avx2 = all.avx_vnni = all.avx512_vnni = all.neon = all.dotprod = true;
-    const CpuFeatures cpu = detect_cpu_features();
-    std::vector<CpuLevel> out;
-    for (CpuLevel l : kCpuLevels) {
-        if (!cpu_level_supported(l, all)) continue;  // another architecture's level
-        if (cpu_level_supported(l, cpu)) {
-            out.push_back(l);
-        } else {
-            MESSAGE("skipped: this CPU lacks the " << std::string(cpu_level_name(l)) << " kernels");
-        }
-    }
-    return out;
-}
-
-}  // namespace
 
 TEST_CASE("kernel variants: attention at every level this CPU runs matches attention_ref") {
     ThreadPool pool(2);

@@ -22,9 +22,11 @@
 #include "kernels/cpu/half.h"
 #include "kernels/cpu/linear.h"
 #include "../kernel_test_util.h"
+#include "variant_test_util.h"
 
 using namespace ember::kernels;
 
+using ember::test::levels_to_test;
 using ember::test::randn;
 using ember::test::max_rel;
 using ember::test::nmse;
@@ -50,23 +52,6 @@ Quantized quantize(const std::vector<float>& w, int N, int K, int group) {
                 const float v = w[static_cast<size_t>(n) * K + k];
                 out.q[static_cast<size_t>(n) * K + k] = static_cast<int8_t>(s > 0.0f ? std::nearbyint(v / s) : 0.0f);
             }
-        }
-    }
-    return out;
-}
-
-// The levels of this build's architecture; each one the CPU lacks is reported and left out.
-std::vector<CpuLevel> levels_to_test() {
-    CpuFeatures all;
-    all.avx2 = all.avx_vnni = all.avx512_vnni = all.neon = all.dotprod = true;
-    const CpuFeatures cpu = detect_cpu_features();
-    std::vector<CpuLevel> out;
-    for (CpuLevel l : kCpuLevels) {
-        if (!cpu_level_supported(l, all)) continue;  // another architecture's level
-        if (cpu_level_supported(l, cpu)) {
-            out.push_back(l);
-        } else {
-            MESSAGE("skipped: this CPU lacks the " << std::string(cpu_level_name(l)) << " kernels");
         }
     }
     return out;
