@@ -68,9 +68,8 @@ MemoryPlan plan_memory(const Model& model, int threads, bool all_logits, int lor
 void check_plan_fits(const MemoryPlan& plan, const Model& model, uint64_t limit) {
     const ModelConfig& c = model.config();
     const uint64_t kv = 2 * static_cast<uint64_t>(plan.v_cache - plan.k_cache);
-    const std::string kv_text = kv < (uint64_t{10} << 20) ? std::to_string(kv) + " bytes" : std::to_string((kv + (1u << 20) - 1) >> 20) + " MiB";
     check_memory(plan.total, limit, printable(model.path(), 200) + ": a session",
-                 " (KV cache " + kv_text + " for n_layer " + std::to_string(c.n_layer) + " x block_size " + std::to_string(c.block_size) +
+                 " (KV cache " + memory_size_text(kv) + " for n_layer " + std::to_string(c.n_layer) + " x block_size " + std::to_string(c.block_size) +
                      " x n_embd " + std::to_string(c.n_embd) + ")");
 }
 

@@ -12,6 +12,9 @@ namespace ember {
 // 0 when it cannot be read (then no limit is applied).
 uint64_t available_memory_bytes();
 
+// A size for a message: "N bytes" below 10 MiB, else "M MiB" (rounded up).
+std::string memory_size_text(uint64_t bytes);
+
 // Throws ember::Error "WHAT needs N of working memory DETAIL but this machine has M available
 // (MemAvailable)" ("but the limit is M" for a given limit) when bytes > limit (0 =
 // available_memory_bytes(); nothing is checked when that cannot be read).

@@ -102,9 +102,18 @@ public:
 private:
     void loop() {
         uint64_t sent[2] = {0, 0};
-        while (!stop_) {
+        // After stop(), one last pass forwards what is already waiting (bounded): a host that
+        // wrote its BYE and exited just before stop() must not lose it, or the device stays in
+        // binary mode and eats the test's next command as line noise.
+        int drain_rounds = 0;
+        for (;;) {
+            const bool stopping = stop_;
+            if (stopping && ++drain_rounds > 64) break;
             pollfd p[2] = {{a_, POLLIN, 0}, {b_, POLLIN, 0}};
-            if (::poll(p, 2, 20) <= 0) continue;
+            if (::poll(p, 2, stopping ? 0 : 20) <= 0) {
+                if (stopping) break;
+                continue;
+            }
             for (int i = 0; i < 2; ++i) {
                 if (!(p[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
                 char buf[8192];
