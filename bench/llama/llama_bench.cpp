@@ -9,6 +9,7 @@
 //       ember bench samples), medians over R runs after one warm-up; startup_ms (process start
 //       to the first token's logits: backend load, model load, context, threadpool, one decode)
 //       and peak_rss_bytes (getrusage), the CPU backend variant that ggml loaded and its features.
+//       --first-token: print startup_ms and exit at once (for timing start-up as a process).
 //   llama_bench -m M.gguf -t THREADS --logits IDS OUT
 //       evaluates the comma-separated ids in one batch and writes float32 logits [T, V] to OUT.
 //
@@ -80,6 +81,7 @@ std::string cpu_features(ggml_backend_reg_t reg) {
 struct Args {
     std::string model, ids, out;
     int threads = 1, prefill = 0, decode = 0, runs = 3;
+    bool first_token = false;  // stop after the start-up figure
 };
 
 Args parse(int argc, char** argv) {
@@ -95,10 +97,11 @@ Args parse(int argc, char** argv) {
         else if (k == "-p") a.prefill = std::atoi(next().c_str());
         else if (k == "-n") a.decode = std::atoi(next().c_str());
         else if (k == "--runs") a.runs = std::atoi(next().c_str());
+        else if (k == "--first-token") a.first_token = true;
         else if (k == "--logits") {
             a.ids = next();
             a.out = next();
-        } else die("unknown argument " + k + " (usage: llama_bench -m M.gguf -t N [-p N] [-n N] [--runs R] [--logits IDS OUT])");
+        } else die("unknown argument " + k + " (usage: llama_bench -m M.gguf -t N [-p N] [-n N] [--runs R] [--first-token] [--logits IDS OUT])");
     }
     if (a.model.empty() || a.threads < 1 || a.runs < 1) die("need -m MODEL, -t >= 1, --runs >= 1");
     return a;
@@ -176,6 +179,11 @@ int main(int argc, char** argv) {
         decode_or_die(ctx, llama_batch_get_one(&tok, 1), "first token");
         argmax(llama_get_logits_ith(ctx, -1), n_vocab);
         const double startup_ms = 1e3 * seconds_since(t_start);
+        if (a.first_token) {
+            std::printf("{\"engine\":\"llama.cpp\",\"startup_ms\":%.3f}\n", startup_ms);
+            std::fflush(stdout);
+            std::_Exit(0);  // what follows the first token is not start-up
+        }
 
         const int n_prefill = a.prefill > 0 ? a.prefill : n_ctx;
         const int steps = a.decode > 0 ? a.decode : n_ctx - 1;
