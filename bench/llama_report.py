@@ -122,7 +122,8 @@ def main():
         ax.set_title(f'{th} thread{"s" if th > 1 else ""}')
         ax.grid(True, which='both', alpha=0.3)
     axes[0].set_ylabel(f'decode tokens/s, short context (log)')
-    axes[1].legend(fontsize=8, loc='lower left')
+    for ax in axes:
+        ax.legend(fontsize=7, loc='lower left')
     fig.suptitle(f'Decode speed against model size, same run ({date.today().isoformat()}, 2 shared vCPUs, {variant})', fontsize=10)
     fig.tight_layout()
     fig.savefig(os.path.join(REPO, 'bench', 'llama_plot.png'), dpi=110)
