@@ -50,12 +50,13 @@ def main():
     p = print
     p(f'Measured {date.today().isoformat()} by `bench/vs_llama.sh` at commit {commit}: {cpu[0].split(":", 1)[1].strip()}, '
       f'{cpu[2]} vCPUs shared with other builds.')
-    p(f'CPU flags (SIMD): {" ".join(f for f in cpu[1].split() if f.startswith(("avx", "fma", "f16c", "amx", "sse4")))}.')
-    p(f'llama.cpp: node-llama-cpp 3.21.1 prebuilt (llama.cpp bundled as its `v0.4.0` release), CPU variant '
+    p()
+    p(f'- CPU flags (SIMD): {" ".join(f for f in cpu[1].split() if f.startswith(("avx", "fma", "f16c", "amx", "sse4")))}.')
+    p(f'- llama.cpp: node-llama-cpp 3.21.1 prebuilt (llama.cpp bundled as its `v0.4.0` release), CPU variant '
       f'`{variant}` (ggml scored every variant, loaded that one), features: {feats}.')
-    p('Load (uptime) before each model: ' + '; '.join(l.split('load average:')[0].split()[0] + ' ' +
+    p('- Load (uptime) before each model: ' + '; '.join(l.split('load average:')[0].split()[0] + ' ' +
                                                       l.split('load average:')[1].strip() for l in loads) + '.')
-    p(f'Memory read bandwidth (bench/membw.cpp, best of 5, before and after): ' +
+    p(f'- Memory read bandwidth (bench/membw.cpp, best of 5, before and after): ' +
       ', '.join(f'{t} thread(s) {bw_low[t]:.1f} to {bw[t]:.1f} GB/s' for t in sorted(bw)) + '.')
     p()
     p('Writer check (bench/llama/check.py, llama.cpp logits vs PyTorch on the same weights, 16 to 64 ids): ' +
