@@ -60,7 +60,7 @@ def main():
       ', '.join(f'{t} thread(s) {bw_low[t]:.1f} to {bw[t]:.1f} GB/s' for t in sorted(bw)) + '.')
     p()
     p('Writer check (bench/llama/check.py, llama.cpp logits vs PyTorch on the same weights, 16 to 64 ids): ' +
-      '; '.join(f'{c["src"].split("/")[-1] if c["check"] != "hf" else c["src"].split("/")[-2]} {c["dtype"]} NMSE '
+      '; '.join(f'`{c["src"]}` {c["dtype"]} NMSE '
                 f'{c["nmse"]:.1e} (tol {c["tol"]:g}) {"pass" if c["pass"] else "FAIL"}' for c in check) + '.')
     p()
     p('| model | weights ember / llama.cpp | threads | decode short tok/s ember / llama.cpp (ratio) | '
