@@ -2,7 +2,8 @@
 # Installs the Debian 12 packages ember builds and tests with, if any is missing.
 #   scripts/install-deps.sh          build + test dependencies
 #   scripts/install-deps.sh --tools  also python3-torch + libopenblas0-pthread (tools/, bench/),
-#                                    unicode-data (tools/make_unicode_tables.py)
+#                                    unicode-data (tools/make_unicode_tables.py),
+#                                    python3-matplotlib (bench/llama_report.py)
 set -euo pipefail
 
 pkgs=(cmake g++ make pkg-config
@@ -15,7 +16,7 @@ pkgs=(cmake g++ make pkg-config
       libssl-dev                                # SHA-256 (provenance, flashing)
       binutils dpkg-dev)                        # readelf (linking tests); cpack -G DEB's dpkg-shlibdeps (install test)
 if [[ "${1:-}" == "--tools" ]]; then
-  pkgs+=(python3 python3-torch libopenblas0-pthread unicode-data)
+  pkgs+=(python3 python3-torch libopenblas0-pthread unicode-data python3-matplotlib)
 fi
 
 missing=()
