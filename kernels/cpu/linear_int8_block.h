@@ -110,6 +110,8 @@ void i8_block(const Args& a, int n) {
     const int K = a.K, group = a.group, gpr = a.gpr;
     const int8_t* w = static_cast<const int8_t*>(a.w) + static_cast<size_t>(n) * K;
     const float* ws = a.wscales + static_cast<size_t>(n) * gpr;
+    // Decode streams W once per token: prefetch the next block of R rows (R * K bytes ahead).
+    const size_t ahead = static_cast<size_t>(R) * K;
     for (int t = 0; t < a.T; ++t) {
         const int8_t* x = a.xq + static_cast<size_t>(t) * K;
         const float* xs = a.xs + static_cast<size_t>(t) * gpr;
@@ -126,7 +128,11 @@ void i8_block(const Args& a, int n) {
             for (; k + D::kChunk <= end; k += D::kChunk) {
                 const typename D::Vec vx = D::load(x + k);
                 D::step(st, vx);
-                for (int r = 0; r < R; ++r) s[r] = D::dot(s[r], vx, D::load(w + static_cast<size_t>(r) * K + k));
+                for (int r = 0; r < R; ++r) {
+                    const int8_t* wr = w + static_cast<size_t>(r) * K + k;
+                    __builtin_prefetch(wr + ahead);  // a hint: never faults, past W's end included
+                    s[r] = D::dot(s[r], vx, D::load(wr));
+                }
             }
             for (int r = 0; r < R; ++r) acc[r] = D::fma(acc[r], s[r], st, xs[g] * ws[static_cast<size_t>(r) * gpr + g]);
             if (k < end) add_tail<R>(x, w, K, k, end, xs[g], ws + g, gpr, tail);
