@@ -105,7 +105,7 @@ void add_tail(const int8_t* x, const int8_t* w, int K, int k, int end, float x_s
     }
 }
 
-template <typename D, int R>
+template <typename D, int R, bool kPrefetch>
 void i8_block(const Args& a, int n) {
     const int K = a.K, group = a.group, gpr = a.gpr;
     const int8_t* w = static_cast<const int8_t*>(a.w) + static_cast<size_t>(n) * K;
@@ -130,7 +130,7 @@ void i8_block(const Args& a, int n) {
                 D::step(st, vx);
                 for (int r = 0; r < R; ++r) {
                     const int8_t* wr = w + static_cast<size_t>(r) * K + k;
-                    __builtin_prefetch(wr + ahead);  // a hint: never faults, past W's end included
+                    if (kPrefetch) __builtin_prefetch(wr + ahead);  // a hint: never faults, past W's end included
                     s[r] = D::dot(s[r], vx, D::load(wr));
                 }
             }
@@ -142,11 +142,22 @@ void i8_block(const Args& a, int n) {
 }
 
 // Rows [n_begin, n_end) of y, four at a time.
+template <typename D, bool kPrefetch>
+void i8_rows_block(const Args& a, int n_begin, int n_end) {
+    int n = n_begin;
+    for (; n + 4 <= n_end; n += 4) i8_block<D, 4, kPrefetch>(a, n);
+    for (; n < n_end; ++n) i8_block<D, 1, kPrefetch>(a, n);
+}
+
+// Decode (T == 1) reads each row of W once: prefetched. Prefill re-reads a block for every
+// row of x from L1, where a prefetch per chunk is only extra work.
 template <typename D>
 void i8_rows(const Args& a, int n_begin, int n_end) {
-    int n = n_begin;
-    for (; n + 4 <= n_end; n += 4) i8_block<D, 4>(a, n);
-    for (; n < n_end; ++n) i8_block<D, 1>(a, n);
+    if (a.T == 1) {
+        i8_rows_block<D, true>(a, n_begin, n_end);
+    } else {
+        i8_rows_block<D, false>(a, n_begin, n_end);
+    }
 }
 
 }  // namespace
