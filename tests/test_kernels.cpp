@@ -201,7 +201,7 @@ TEST_CASE("thread pool runs every task exactly once, on valid thread ids, over m
     CHECK(sum.load() == static_cast<long>(n) * (n - 1) / 2);
 }
 
-TEST_CASE("thread pool parallel_for covers [0, n) once, in ranges that are multiples of the grain but the last") {
+TEST_CASE("thread pool parallel_for covers 0 to n - 1 once, in ranges that are multiples of the grain but the last") {
     for (int threads : {1, 2, 3}) {
         ThreadPool pool(threads);
         std::vector<std::atomic<int>> hits(700);
