@@ -20,8 +20,10 @@ w_tok = b['weight_bytes'] - wpe                 # every weight once per token; o
 kv_el = 2 if b.get('kv_cache', 'f32') == 'f16' else 4
 kv_tok = 2 * L * C * kv_el * (S / 2)            # K and V, mean context of the decode run
 d = b['decode_tok_s']
-print('Measured %s on %s (%s), by `bench/gpt2.sh --runs %s`; this 2-core machine was shared with other builds.\n'
-      % (datetime.date.today(), cpu, platform.machine(), runs))
+load = open('bench/out/gpt2-load.txt').read().split()
+print('Measured %s on %s (%s), by `bench/gpt2.sh --runs %s`; this 2-core machine was shared with other builds'
+      ' (load average %s, %s, %s over 1, 5, 15 minutes when the bench began).\n'
+      % (datetime.date.today(), cpu, platform.machine(), runs, load[0], load[1], load[2]))
 print('| figure | value |\n|---|---|')
 print('| model | GPT-2 124M shape (n_layer 12, n_head 12, n_embd 768, block_size 1024, vocab 50257 padded to 50304), random weights, int8 groups of 64 |')
 print('| threads | %d |' % th)
