@@ -16,6 +16,9 @@
 // took longer than the caller alone would have, the pool runs every task on the caller
 // (workers sleep) for a back-off of 20 ms, doubled on each failed retry up to 640 ms, then
 // tries the workers again. On a quiet machine the windows pass and nothing changes.
+// The estimate takes the caller's rate beside the workers for its rate alone; where the
+// threads share the memory bandwidth (decode of a model larger than the caches) the caller
+// alone runs faster than that, so the pool may keep workers that gain little or nothing.
 #pragma once
 
 #include <atomic>
