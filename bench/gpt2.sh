@@ -26,6 +26,7 @@ build/cli/ember convert $src/model.safetensors --tokenizer tests/fixtures/gpt2/t
 g++ -O3 -march=native -pthread bench/membw.cpp -o bench/out/membw
 bench/out/membw > bench/out/gpt2-membw.jsonl
 build/cli/ember info $model > bench/out/gpt2-info.txt
+cut -d' ' -f1-3 /proc/loadavg > bench/out/gpt2-load.txt  # the machine is shared: the load goes with the figures
 /usr/bin/time -f '%M' -o bench/out/gpt2-bench-rss.txt \
   build/cli/ember bench -m $model --runs "$runs" --threads "$threads" --json > bench/out/gpt2-bench.json
 /usr/bin/time -f '%M' -o bench/out/gpt2-generate-rss.txt \

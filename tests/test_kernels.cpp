@@ -2,8 +2,10 @@
 #include <doctest/doctest.h>
 
 #include <atomic>
+#include <chrono>
 #include <cmath>
 #include <random>
+#include <thread>
 #include <vector>
 
 #include "converter/quantize.h"
@@ -197,4 +199,58 @@ TEST_CASE("thread pool runs every task exactly once, on valid thread ids, over m
     const int n = ThreadPool::kMaxTasks + 5;
     pool.run(n, [&](int task, int) { sum.fetch_add(task); });
     CHECK(sum.load() == static_cast<long>(n) * (n - 1) / 2);
+}
+
+TEST_CASE("thread pool parallel_for covers 0 to n - 1 once, in ranges that are multiples of the grain but the last") {
+    for (int threads : {1, 2, 3}) {
+        ThreadPool pool(threads);
+        std::vector<std::atomic<int>> hits(700);
+        for (int round = 0; round < 120; ++round) {
+            const int n = 1 + (round * 53) % 700;
+            const int grain = 1 + round % 7;
+            for (int i = 0; i < n; ++i) hits[i].store(0);
+            std::atomic<int> bad{0}, ranges{0};
+            pool.parallel_for(n, grain, [&](int begin, int end, int thread) {
+                ranges.fetch_add(1);
+                if (begin >= end || begin % grain != 0 || (end != n && end % grain != 0)) bad.fetch_add(1);
+                if (thread < 0 || thread >= threads) bad.fetch_add(1);
+                for (int i = begin; i < end; ++i) hits[i].fetch_add(1);
+            });
+            int wrong = 0;
+            for (int i = 0; i < n; ++i) wrong += hits[i].load() != 1;
+            REQUIRE(wrong == 0);
+            REQUIRE(bad.load() == 0);
+            REQUIRE(ranges.load() <= threads * ThreadPool::kPiecesPerThread);
+        }
+    }
+}
+
+TEST_CASE("thread pool runs on the caller alone while its worker is slower than none, then measures again") {
+    using std::chrono::milliseconds;
+    ThreadPool pool(2);
+    // A worker that sleeps in every task: what a worker descheduled by another process costs.
+    std::vector<std::atomic<int>> hits(8);
+    auto dispatch = [&] {
+        for (auto& h : hits) h.store(0);
+        pool.run(8, [&](int task, int thread) {
+            if (thread != 0) std::this_thread::sleep_for(milliseconds(1));
+            hits[task].fetch_add(1);
+        });
+        int wrong = 0;
+        for (auto& h : hits) wrong += h.load() != 1;
+        return wrong;
+    };
+    CHECK(pool.solo_dispatches() == 0);
+    int wrong = 0;
+    for (int i = 0; i < 4 * ThreadPool::kWindow && pool.solo_dispatches() == 0; ++i) wrong += dispatch();
+    CHECK(wrong == 0);
+    REQUIRE(pool.solo_dispatches() == 1);  // one window measured slower: the next dispatch ran alone
+    for (int i = 0; i < 10; ++i) wrong += dispatch();
+    CHECK(wrong == 0);
+    CHECK(pool.solo_dispatches() == 11);
+    // After the first back-off the workers are measured again: the next dispatch is not solo.
+    std::this_thread::sleep_for(milliseconds(ThreadPool::kMinBackoffNs / 1'000'000 + 5));
+    wrong += dispatch();
+    CHECK(wrong == 0);
+    CHECK(pool.solo_dispatches() == 11);
 }

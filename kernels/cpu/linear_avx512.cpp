@@ -75,12 +75,15 @@ void store_rows(const __m256* acc, const float* bias, float* y) {
 }
 
 // R rows of W (from row n) against every row of x: x loaded once per chunk for R rows.
-template <class V, int R>
+template <class V, int R, bool kPrefetch>
 void i8_block(const Args& a, int n) {
     const int K = a.K, group = a.group, gpr = a.gpr;
     const int8_t* w = static_cast<const int8_t*>(a.w) + static_cast<size_t>(n) * K;
     const float* ws = a.wscales + static_cast<size_t>(n) * gpr;
     const typename V::I flip = V::flip();
+    // Decode streams W once per token: prefetch the next block of R rows (R * K bytes ahead,
+    // chunk for chunk), more lines in flight than the hardware prefetcher keeps.
+    const size_t ahead = static_cast<size_t>(R) * K;
     for (int t = 0; t < a.T; ++t) {
         const int8_t* x = a.xq + static_cast<size_t>(t) * K;
         const float* xs = a.xs + static_cast<size_t>(t) * gpr;
@@ -95,7 +98,11 @@ void i8_block(const Args& a, int n) {
                 const typename V::Mask m = V::mask(end - k);
                 const typename V::I vx = V::load(m, x + k);
                 surplus = V::dot(surplus, flip, vx);
-                for (int r = 0; r < R; ++r) s[r] = V::dot(s[r], V::xor_(V::load(m, w + static_cast<size_t>(r) * K + k), flip), vx);
+                for (int r = 0; r < R; ++r) {
+                    const int8_t* wr = w + static_cast<size_t>(r) * K + k;
+                    if (kPrefetch) _mm_prefetch(reinterpret_cast<const char*>(wr) + ahead, _MM_HINT_T0);  // never faults
+                    s[r] = V::dot(s[r], V::xor_(V::load(m, wr), flip), vx);
+                }
             }
             for (int r = 0; r < R; ++r) acc[r] = V::fma(s[r], surplus, xs[g] * ws[static_cast<size_t>(r) * gpr + g], acc[r]);
         }
@@ -105,11 +112,22 @@ void i8_block(const Args& a, int n) {
     }
 }
 
+template <class V, bool kPrefetch>
+void i8_rows_block(const Args& a, int n_begin, int n_end) {
+    int n = n_begin;
+    for (; n + 4 <= n_end; n += 4) i8_block<V, 4, kPrefetch>(a, n);
+    for (; n < n_end; ++n) i8_block<V, 1, kPrefetch>(a, n);
+}
+
+// Decode (T == 1) reads each row of W once: prefetched. Prefill re-reads a block for every
+// row of x from L1, where a prefetch per chunk is only extra work.
 template <class V>
 void i8_rows(const Args& a, int n_begin, int n_end) {
-    int n = n_begin;
-    for (; n + 4 <= n_end; n += 4) i8_block<V, 4>(a, n);
-    for (; n < n_end; ++n) i8_block<V, 1>(a, n);
+    if (a.T == 1) {
+        i8_rows_block<V, true>(a, n_begin, n_end);
+    } else {
+        i8_rows_block<V, false>(a, n_begin, n_end);
+    }
 }
 
 }  // namespace

@@ -105,11 +105,13 @@ void add_tail(const int8_t* x, const int8_t* w, int K, int k, int end, float x_s
     }
 }
 
-template <typename D, int R>
+template <typename D, int R, bool kPrefetch>
 void i8_block(const Args& a, int n) {
     const int K = a.K, group = a.group, gpr = a.gpr;
     const int8_t* w = static_cast<const int8_t*>(a.w) + static_cast<size_t>(n) * K;
     const float* ws = a.wscales + static_cast<size_t>(n) * gpr;
+    // Decode streams W once per token: prefetch the next block of R rows (R * K bytes ahead).
+    const size_t ahead = static_cast<size_t>(R) * K;
     for (int t = 0; t < a.T; ++t) {
         const int8_t* x = a.xq + static_cast<size_t>(t) * K;
         const float* xs = a.xs + static_cast<size_t>(t) * gpr;
@@ -126,7 +128,11 @@ void i8_block(const Args& a, int n) {
             for (; k + D::kChunk <= end; k += D::kChunk) {
                 const typename D::Vec vx = D::load(x + k);
                 D::step(st, vx);
-                for (int r = 0; r < R; ++r) s[r] = D::dot(s[r], vx, D::load(w + static_cast<size_t>(r) * K + k));
+                for (int r = 0; r < R; ++r) {
+                    const int8_t* wr = w + static_cast<size_t>(r) * K + k;
+                    if (kPrefetch) __builtin_prefetch(wr + ahead);  // a hint: never faults, past W's end included
+                    s[r] = D::dot(s[r], vx, D::load(wr));
+                }
             }
             for (int r = 0; r < R; ++r) acc[r] = D::fma(acc[r], s[r], st, xs[g] * ws[static_cast<size_t>(r) * gpr + g]);
             if (k < end) add_tail<R>(x, w, K, k, end, xs[g], ws + g, gpr, tail);
@@ -136,11 +142,22 @@ void i8_block(const Args& a, int n) {
 }
 
 // Rows [n_begin, n_end) of y, four at a time.
+template <typename D, bool kPrefetch>
+void i8_rows_block(const Args& a, int n_begin, int n_end) {
+    int n = n_begin;
+    for (; n + 4 <= n_end; n += 4) i8_block<D, 4, kPrefetch>(a, n);
+    for (; n < n_end; ++n) i8_block<D, 1, kPrefetch>(a, n);
+}
+
+// Decode (T == 1) reads each row of W once: prefetched. Prefill re-reads a block for every
+// row of x from L1, where a prefetch per chunk is only extra work.
 template <typename D>
 void i8_rows(const Args& a, int n_begin, int n_end) {
-    int n = n_begin;
-    for (; n + 4 <= n_end; n += 4) i8_block<D, 4>(a, n);
-    for (; n < n_end; ++n) i8_block<D, 1>(a, n);
+    if (a.T == 1) {
+        i8_rows_block<D, true>(a, n_begin, n_end);
+    } else {
+        i8_rows_block<D, false>(a, n_begin, n_end);
+    }
 }
 
 }  // namespace

@@ -2,6 +2,8 @@
 
 #include <sched.h>
 
+#include <chrono>
+
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 #define EMBER_CPU_RELAX() _mm_pause()
@@ -15,12 +17,18 @@ namespace ember::kernels {
 
 namespace {
 
-constexpr int kSpinRounds = 200000;  // about a millisecond of polling before a worker sleeps
+constexpr int64_t kSpinNs = 500'000;  // polling before a worker sleeps
+constexpr int kSpinsPerClock = 64;     // pauses between two reads of the clock
 constexpr uint64_t kField = (1u << 20) - 1;
 
 uint32_t gen_of(uint64_t t) { return static_cast<uint32_t>(t >> 40); }
 int count_of(uint64_t t) { return static_cast<int>((t >> 20) & kField); }
 int next_of(uint64_t t) { return static_cast<int>(t & kField); }
+
+int64_t now_ns() {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+}
 
 }  // namespace
 
@@ -48,20 +56,47 @@ int ThreadPool::default_threads() {
     return n == 0 ? 1 : static_cast<int>(n);
 }
 
-// Claims and runs tasks of `generation` until none is left or another generation began.
-void ThreadPool::drain(uint32_t generation, int thread) {
+// Claims and runs tasks of `generation` until none is left or another generation began;
+// returns how many this thread ran (counted once into done_tasks_: one contended add).
+int ThreadPool::drain(uint32_t generation, int thread) {
+    int ran = 0;
     uint64_t t = ticket_.load(std::memory_order_acquire);
     for (;;) {
-        if (gen_of(t) != generation || next_of(t) >= count_of(t)) return;
+        if (gen_of(t) != generation || next_of(t) >= count_of(t)) break;
         if (!ticket_.compare_exchange_weak(t, t + 1, std::memory_order_acq_rel, std::memory_order_acquire)) continue;
         // Claimed: the dispatcher of `generation` waits for this task, so fn_ and ctx_ hold.
         fn_(ctx_, next_of(t), thread);
-        done_tasks_.fetch_add(1, std::memory_order_release);
+        ++ran;
         t = ticket_.load(std::memory_order_acquire);
     }
+    if (ran > 0) done_tasks_.fetch_add(ran, std::memory_order_release);
+    return ran;
+}
+
+void ThreadPool::run_solo(int n_tasks, TaskFn fn, void* ctx) {
+    for (int i = 0; i < n_tasks; ++i) fn(ctx, i, 0);
+    ++solo_dispatches_;
+}
+
+// After kWindow measured dispatches: if they took longer than the caller alone would have,
+// run on the caller alone for the back-off (doubled for the next failure), else reset it.
+void ThreadPool::judge_window() {
+    if (window_took_ns_ > window_alone_ns_) {
+        solo_until_ns_ = now_ns() + backoff_ns_;
+        backoff_ns_ = backoff_ns_ * 2 < kMaxBackoffNs ? backoff_ns_ * 2 : kMaxBackoffNs;
+    } else {
+        backoff_ns_ = kMinBackoffNs;
+    }
+    window_took_ns_ = window_alone_ns_ = 0;
+    window_n_ = 0;
 }
 
 void ThreadPool::dispatch(int n_tasks, TaskFn fn, void* ctx) {
+    if (solo_until_ns_ > 0) {
+        if (now_ns() < solo_until_ns_) return run_solo(n_tasks, fn, ctx);
+        solo_until_ns_ = 0;  // the back-off is over: measure the workers again
+    }
+    const int64_t t0 = now_ns();
     fn_ = fn;
     ctx_ = ctx;
     generation_ = (generation_ + 1) & 0xffffffu;
@@ -72,22 +107,31 @@ void ThreadPool::dispatch(int n_tasks, TaskFn fn, void* ctx) {
         std::lock_guard<std::mutex> lock(mutex_);
         wake_.notify_all();
     }
-    drain(generation_, 0);
+    const int own = drain(generation_, 0);
+    const int64_t t1 = now_ns();
     while (done_tasks_.load(std::memory_order_acquire) < n_tasks) EMBER_CPU_RELAX();
+    const int64_t t2 = now_ns();
+    if (own == 0) return;  // the workers ran it all: no rate of the caller's to compare with
+    window_took_ns_ += t2 - t0;
+    window_alone_ns_ += (t1 - t0) * n_tasks / own;
+    if (++window_n_ == kWindow) judge_window();
 }
 
 void ThreadPool::work_loop(int thread) {
     uint32_t seen = 0;
     for (;;) {
         int spins = 0;
+        int64_t spin_end = 0;
         uint64_t t;
         // Wait for a generation with tasks left.
         while (gen_of(t = ticket_.load(std::memory_order_acquire)) == seen || next_of(t) >= count_of(t)) {
             if (stop_.load(std::memory_order_relaxed)) return;
-            if (++spins < kSpinRounds) {
+            if (++spins % kSpinsPerClock != 0) {
                 EMBER_CPU_RELAX();
                 continue;
             }
+            if (spin_end == 0) spin_end = now_ns() + kSpinNs;
+            if (now_ns() < spin_end) continue;
             std::unique_lock<std::mutex> lock(mutex_);
             sleepers_.fetch_add(1);
             wake_.wait(lock, [&] {
@@ -96,6 +140,7 @@ void ThreadPool::work_loop(int thread) {
             });
             sleepers_.fetch_sub(1);
             spins = 0;
+            spin_end = 0;
         }
         seen = gen_of(t);
         drain(seen, thread);

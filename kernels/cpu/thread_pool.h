@@ -1,13 +1,24 @@
 // A fixed pool of worker threads for the CPU kernels: created once (at session start),
 // it runs `fn(task, thread)` for task in [0, n_tasks) across the workers and the calling
 // thread (thread in [0, size()), 0 = the caller), and returns when all are done.
-// Dispatch allocates nothing, so it is safe per token. Idle workers spin briefly, then
-// sleep on a condition variable.
+// Dispatch allocates nothing, so it is safe per token. Idle workers spin for about half a
+// millisecond, then sleep on a condition variable.
 //
 // Tasks are claimed from one atomic ticket that packs (dispatch generation, task count,
 // next task): a worker that wakes late finds another generation in the ticket and claims
 // nothing, so the caller never waits for a worker that has no task (an oversubscribed
 // machine cannot stall a dispatch on a descheduled idle worker).
+//
+// A worker descheduled while it runs a task still stalls the caller until the OS runs it
+// again (milliseconds when another process holds the core). So the caller times each
+// dispatch: the time it took against the time the caller alone would have taken at the rate
+// it ran its own tasks (its time * n_tasks / its tasks). When a window of kWindow dispatches
+// took longer than the caller alone would have, the pool runs every task on the caller
+// (workers sleep) for a back-off of 20 ms, doubled on each failed retry up to 640 ms, then
+// tries the workers again. On a quiet machine the windows pass and nothing changes.
+// The estimate takes the caller's rate beside the workers for its rate alone; where the
+// threads share the memory bandwidth (decode of a model larger than the caches) the caller
+// alone runs faster than that, so the pool may keep workers that gain little or nothing.
 #pragma once
 
 #include <atomic>
@@ -54,16 +65,22 @@ public:
         }
     }
 
-    // Splits [0, n) into at most size() contiguous ranges whose lengths are multiples of
-    // `grain` (but the last) and runs f(begin, end, thread) on each: one claim per thread
-    // (each contended atomic costs ~100 ns, too much per row for small per-token ops; more
-    // ranges per thread measured slower in decode here).
+    // Ranges per thread parallel_for makes. One: each claim is a contended atomic (~100 ns),
+    // and 4 per thread measured 8% slower in 2-thread decode of the lecture's full config
+    // (3350-3380 against 3620-3730 tok/s); a late worker's range is still claimed by the
+    // caller (one ticket), and a descheduled one is handled by the measuring above.
+    static constexpr int kPiecesPerThread = 1;
+
+    // Splits [0, n) into at most kPiecesPerThread * size() contiguous ranges whose lengths are
+    // multiples of `grain` (but the last), claimed one by one, and runs f(begin, end, thread)
+    // on each.
     template <typename F>
     void parallel_for(int n, int grain, F&& f) {
         if (n <= 0) return;
         if (grain < 1) grain = 1;
         const int units = (n + grain - 1) / grain;
-        const int chunks = units < size() ? units : size();
+        const int most = size() * kPiecesPerThread;
+        const int chunks = units < most ? units : most;
         const int per = (units + chunks - 1) / chunks * grain;
         run(chunks, [&](int c, int thread) {
             const int begin = c * per;
@@ -71,6 +88,15 @@ public:
             if (begin < end) f(begin, end, thread);
         });
     }
+
+    // Dispatches since construction that ran on the caller alone because the workers were
+    // measured slower than no workers (see the top of this file); for tests and benchmarks.
+    long solo_dispatches() const { return solo_dispatches_; }
+
+    // Dispatches per measuring window, and the back-off bounds in nanoseconds.
+    static constexpr int kWindow = 32;
+    static constexpr int64_t kMinBackoffNs = 20'000'000;
+    static constexpr int64_t kMaxBackoffNs = 640'000'000;
 
     // The number of threads to use when the caller asks for 0: the cores this process may run
     // on (sched_getaffinity: taskset, a cgroup cpuset), else std::thread::hardware_concurrency.
@@ -80,7 +106,9 @@ private:
     using TaskFn = void (*)(void*, int, int);
     void dispatch(int n_tasks, TaskFn fn, void* ctx);
     void work_loop(int thread);
-    void drain(uint32_t generation, int thread);
+    int drain(uint32_t generation, int thread);
+    void run_solo(int n_tasks, TaskFn fn, void* ctx);
+    void judge_window();
 
     std::vector<std::thread> workers_;
     std::mutex mutex_;
@@ -93,6 +121,13 @@ private:
     uint32_t generation_ = 0;  // written by the dispatching thread only
     TaskFn fn_ = nullptr;      // valid while a task of the current generation is claimed
     void* ctx_ = nullptr;
+    // The caller's measurements (dispatching thread only).
+    int64_t window_took_ns_ = 0;   // sum over the window of each dispatch's time
+    int64_t window_alone_ns_ = 0;  // sum of the caller-alone estimates
+    int window_n_ = 0;
+    int64_t solo_until_ns_ = 0;  // > 0: run on the caller alone until this steady_clock time
+    int64_t backoff_ns_ = kMinBackoffNs;
+    long solo_dispatches_ = 0;
 };
 
 }  // namespace ember::kernels
