@@ -68,6 +68,7 @@ int cmd_info(const std::string& model_path, int threads_requested) {
                 c.tied_lm_head ? "tied to wte" : "own weights");
     std::printf("config: n_layer %d, n_head %d, n_embd %d (head_size %d), block_size %d, vocab_size %d, ffn_hidden %d, ln_eps %g\n",
                 c.n_layer, c.n_head, c.n_embd, c.head_size(), c.block_size, c.vocab_size, c.ffn_hidden, c.ln_eps);
+    std::printf("attention scale: %s\n", attn_scale_text(c).c_str());
     if (const BpeData* bpe = model->bpe()) {
         std::printf("tokenizer: byte-level BPE (GPT-2), %d tokens, %zu merges", bpe->size(), bpe->merges.size());
         if (c.tokenizer_size < c.vocab_size) std::printf("; rows %d..%d of wte are padding, never sampled", c.tokenizer_size, c.vocab_size - 1);

@@ -20,6 +20,12 @@ ArchChoice parse_arch(const std::string& s) {
     fail("--arch '", s, "' is unknown (auto, gptpy, nanogpt or hf-gpt2)");
 }
 
+std::pair<std::string, std::string> parse_rename(const std::string& s) {
+    const size_t eq = s.find('=');
+    if (eq == std::string::npos || eq == 0) fail("--rename '", printable(s), "': expected OLD=NEW with OLD not empty (a literal substring of the keys)");
+    return {s.substr(0, eq), s.substr(eq + 1)};
+}
+
 namespace {
 
 using TensorMap = std::map<std::string, SourceTensor>;
@@ -28,6 +34,41 @@ std::string shape_str(const std::vector<int64_t>& s) {
     std::string r = "[";
     for (size_t i = 0; i < s.size(); ++i) r += (i ? ", " : "") + std::to_string(s[i]);
     return r + "]";
+}
+
+// Every key through the renames, in order (each replaces every occurrence of OLD). A rename
+// that changes no key, or two keys renamed to one, is an error. Returns the keys changed.
+int apply_renames(TensorMap& t, const std::vector<std::pair<std::string, std::string>>& renames, const std::string& what) {
+    if (renames.empty()) return 0;
+    std::vector<int> used(renames.size(), 0);
+    TensorMap out;
+    int changed = 0;
+    for (auto& kv : t) {
+        std::string k = kv.first;
+        for (size_t i = 0; i < renames.size(); ++i) {
+            const auto& [from, to] = renames[i];
+            for (size_t at = k.find(from); at != std::string::npos; at = k.find(from, at + to.size())) {
+                k.replace(at, from.size(), to);
+                ++used[i];
+            }
+        }
+        changed += k != kv.first;
+        const std::string key = k;
+        if (!out.emplace(std::move(k), std::move(kv.second)).second) {
+            fail(what, ": --rename maps two keys to '", printable(key), "' (one of them '", printable(kv.first), "')");
+        }
+    }
+    for (size_t i = 0; i < renames.size(); ++i) {
+        if (!used[i]) fail(what, ": --rename ", printable(renames[i].first), "=", printable(renames[i].second), " matches no key");
+    }
+    t.swap(out);
+    return changed;
+}
+
+// n_head from the source (model_args, config.json, the gpt.py heads) against --n-head.
+int agreed_n_head(int source, int given, const char* source_name, const std::string& what) {
+    if (given > 0 && source > 0 && given != source) fail(what, ": --n-head ", given, " but ", source_name, " gives n_head ", source);
+    return source > 0 ? source : given;
 }
 
 void strip_prefixes(TensorMap& t, std::string& stripped) {
@@ -193,7 +234,7 @@ void finish(TensorMap& t, CanonicalModel& out, const std::string& what) {
     if (i != out.tensors.size()) fail(what, ": the ", arch_name(out.config.arch), " mapping produced tensor '", out.tensors[i].name, "' out of the canonical order");
 }
 
-CanonicalModel map_gptpy(TensorMap& t, const std::string& what, CanonicalModel out) {
+CanonicalModel map_gptpy(TensorMap& t, const std::string& what, const ArchOverrides& over, CanonicalModel out) {
     ModelConfig& c = out.config;
     c.arch = Arch::GptPy;
     c.activation = kernels::ActivationKind::ReLU;
@@ -205,6 +246,7 @@ CanonicalModel map_gptpy(TensorMap& t, const std::string& what, CanonicalModel o
     if (c.n_layer <= 0) fail(what, ": no transformer blocks (blocks.N.*) found", c.n_layer < 0 ? " (a gap in the numbering, or an index over 9999)" : "");
     c.n_head = count_indexed(t, "blocks.0.sa.heads.", ".query.weight", true);
     if (c.n_head <= 0) fail(what, ": blocks.0.sa.heads.N.query.weight not found");
+    c.n_head = agreed_n_head(c.n_head, over.n_head, "the count of blocks.0.sa.heads.N", what);
     const int64_t hs = shape_of(t, "blocks.0.sa.heads.0.query.weight", what, 2)[0];
     // hs is bounded first: a pickle may give a zero-element [2^62, 0] tensor, and hs * n_head overflowed.
     if (hs <= 0 || hs > c.n_embd || hs * c.n_head != c.n_embd) fail(what, ": n_head ", c.n_head, " x head_size ", hs, " != n_embd ", c.n_embd);
@@ -238,7 +280,8 @@ CanonicalModel map_gptpy(TensorMap& t, const std::string& what, CanonicalModel o
     return out;
 }
 
-CanonicalModel map_nanogpt(TensorMap& t, const std::string& model_args, const std::string& what, CanonicalModel out) {
+CanonicalModel map_nanogpt(TensorMap& t, const std::string& model_args, const std::string& what, const ArchOverrides& over,
+                           CanonicalModel out) {
     ModelConfig& c = out.config;
     c.arch = Arch::NanoGPT;
     c.activation = kernels::ActivationKind::GeluErf;
@@ -249,15 +292,15 @@ CanonicalModel map_nanogpt(TensorMap& t, const std::string& model_args, const st
     c.block_size = static_cast<int>(shape_of(t, p + "wpe.weight", what, 2)[0]);
     c.n_layer = count_indexed(t, "transformer.h.", ".");
     if (c.n_layer <= 0) fail(what, ": no transformer blocks (transformer.h.N.*) found");
-    if (model_args.empty()) fail(what, ": nanoGPT checkpoint without model_args: n_head cannot be read from the weights");
-    nlohmann::json args;
+    if (model_args.empty() && over.n_head <= 0) fail(what, ": nanoGPT checkpoint without model_args: n_head cannot be read from the weights (give --n-head)");
+    nlohmann::json args = nlohmann::json::object();
     try {
-        args = nlohmann::json::parse(model_args);
+        if (!model_args.empty()) args = nlohmann::json::parse(model_args);
     } catch (const std::exception& e) {
         fail(what, ": model_args is not readable: ", e.what());
     }
-    if (!args.contains("n_head") || !args["n_head"].is_number_integer()) fail(what, ": model_args has no integer n_head");
-    c.n_head = args["n_head"].get<int>();
+    if (!model_args.empty() && (!args.contains("n_head") || !args["n_head"].is_number_integer())) fail(what, ": model_args has no integer n_head");
+    c.n_head = agreed_n_head(model_args.empty() ? 0 : args["n_head"].get<int>(), over.n_head, "model_args", what);
     for (const char* k : {"n_layer", "n_embd", "block_size"}) {
         if (args.contains(k) && args[k].is_number_integer()) {
             const int v = args[k].get<int>();
@@ -306,7 +349,8 @@ SourceTensor transposed(SourceTensor&& s) {
     return std::move(s);
 }
 
-CanonicalModel map_hf_gpt2(TensorMap& t, const std::string& config_json, const std::string& what, CanonicalModel out) {
+CanonicalModel map_hf_gpt2(TensorMap& t, const std::string& config_json, const std::string& what, const ArchOverrides& over,
+                           CanonicalModel out) {
     ModelConfig& c = out.config;
     c.arch = Arch::HfGpt2;
     if (config_json.empty()) {
@@ -342,7 +386,7 @@ CanonicalModel map_hf_gpt2(TensorMap& t, const std::string& config_json, const s
         fail(what, ": config.json model_type is ", mt.is_string() ? "\"" + printable(mt.get<std::string>()) + "\"" : std::string("a JSON ") + mt.type_name(),
              ", not \"gpt2\"");
     }
-    c.n_head = get_int({"n_head"}, true);
+    c.n_head = agreed_n_head(get_int({"n_head"}, true), over.n_head, "config.json", what);
     const int cfg_layer = get_int({"n_layer"}, true), cfg_embd = get_int({"n_embd"}, true);
     const int cfg_pos = get_int({"n_positions", "n_ctx"}, true), cfg_vocab = get_int({"vocab_size"}, true);
     const int cfg_inner = get_int({"n_inner"}, false);
@@ -416,10 +460,12 @@ CanonicalModel map_hf_gpt2(TensorMap& t, const std::string& config_json, const s
 
 }  // namespace
 
-CanonicalModel to_canonical(Checkpoint&& ckpt, ArchChoice arch, const std::string& what, const std::string& hf_config_json) {
+CanonicalModel to_canonical(Checkpoint&& ckpt, ArchChoice arch, const std::string& what, const std::string& hf_config_json,
+                            const ArchOverrides& over) {
     CanonicalModel out;
     out.dropped = ckpt.skipped;
     TensorMap& t = ckpt.tensors;
+    out.renamed_keys = apply_renames(t, over.renames, what);
     strip_prefixes(t, out.stripped_prefix);
     if (arch == ArchChoice::Auto) {
         const bool gpt2_keys = t.count("transformer.h.0.attn.c_attn.weight") || t.count("transformer.wte.weight");
@@ -435,21 +481,21 @@ CanonicalModel to_canonical(Checkpoint&& ckpt, ArchChoice arch, const std::strin
                  t.empty() ? " (no tensors)" : "; first key is '" + printable(t.begin()->first) + "'");
         }
     }
-    if (arch == ArchChoice::HfGpt2) return map_hf_gpt2(t, hf_config_json, what, std::move(out));
+    if (arch == ArchChoice::HfGpt2) return map_hf_gpt2(t, hf_config_json, what, over, std::move(out));
     if (arch == ArchChoice::GptPy) {
         if (!t.count("token_embedding_table.weight")) {
             fail(what, ": not a gpt.py state_dict (no token_embedding_table.weight); --arch auto detects the architecture");
         }
-        return map_gptpy(t, what, std::move(out));
+        return map_gptpy(t, what, over, std::move(out));
     }
     if (!t.count("transformer.wte.weight")) {
         fail(what, ": not a nanoGPT checkpoint (no transformer.wte.weight); --arch auto detects the architecture");
     }
-    if (ckpt.model_args_json.empty()) {
+    if (ckpt.model_args_json.empty() && over.n_head <= 0) {
         fail(what, ": nanoGPT checkpoint without model_args: n_head cannot be read from the weights",
-             " (for a Hugging Face GPT-2 checkpoint, put its config.json beside it)");
+             " (give --n-head N; for a Hugging Face GPT-2 checkpoint, put its config.json beside it)");
     }
-    return map_nanogpt(t, ckpt.model_args_json, what, std::move(out));
+    return map_nanogpt(t, ckpt.model_args_json, what, over, std::move(out));
 }
 
 }  // namespace ember::convert

@@ -2,7 +2,9 @@
 
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <set>
 #include <sstream>
 
@@ -31,6 +33,24 @@ std::string read_beside_config(const std::string& checkpoint) {
 }
 
 }  // namespace
+
+AttentionScaleChoice parse_attention_scale(const std::string& s) {
+    if (s == "head") return {ScaleKind::Head, 0.0f};
+    if (s == "embd") return {ScaleKind::Embd, 0.0f};
+    char* end = nullptr;
+    const float v = std::strtof(s.c_str(), &end);
+    if (s.empty() || end != s.c_str() + s.size() || !std::isfinite(v) || v <= 0.0f) {
+        fail("--attention-scale '", printable(s), "': expected head (1/sqrt(head_size)), embd (1/sqrt(n_embd)) or a number > 0");
+    }
+    return {ScaleKind::Value, v};
+}
+
+kernels::ActivationKind parse_activation(const std::string& s) {
+    if (s == "relu") return kernels::ActivationKind::ReLU;
+    if (s == "gelu") return kernels::ActivationKind::GeluErf;
+    if (s == "gelu-tanh") return kernels::ActivationKind::GeluTanh;
+    fail("--activation '", printable(s), "': expected relu, gelu (erf, nn.GELU()) or gelu-tanh (tanh approximation, GPT-2's gelu_new)");
+}
 
 std::vector<uint32_t> vocab_from_text(const std::string& path) {
     const std::string text = read_text_file(path);
@@ -72,7 +92,18 @@ ConvertResult convert(const ConvertOptions& opts) {
     r.tokenizer_size = tok.bpe.size() > 0 ? tok.bpe.size() : static_cast<int>(tok.code_points.size());
     if (opts.arch == ArchChoice::Auto || opts.arch == ArchChoice::HfGpt2) r.hf_config = read_beside_config(opts.checkpoint);
     Checkpoint ckpt = read_checkpoint(opts.checkpoint);
-    CanonicalModel model = to_canonical(std::move(ckpt), opts.arch, printable(opts.checkpoint, 200), r.hf_config);
+    CanonicalModel model = to_canonical(std::move(ckpt), opts.arch, printable(opts.checkpoint, 200), r.hf_config, opts.overrides);
+    ModelConfig& c = model.config;
+    if (opts.activation) c.activation = *opts.activation;
+    switch (opts.attention_scale.kind) {
+    case ScaleKind::Default: break;
+    case ScaleKind::Head: c.attn_scale = 1.0f / std::sqrt(static_cast<float>(c.head_size())); break;
+    case ScaleKind::Embd: c.attn_scale = 1.0f / std::sqrt(static_cast<float>(c.n_embd)); break;
+    case ScaleKind::Value: c.attn_scale = opts.attention_scale.value; break;
+    }
+    r.activation_given = opts.activation.has_value();
+    r.scale_given = opts.attention_scale.kind != ScaleKind::Default;
+    r.renamed_keys = model.renamed_keys;
     if (model.config.arch != Arch::HfGpt2) r.hf_config.clear();
     if (tok.bpe.size() > 0) {
         if (tok.bpe.size() > model.config.vocab_size) {
@@ -98,6 +129,9 @@ std::string format_summary(const ConvertResult& r) {
        << (c.tied_lm_head ? "tied to wte" : "own weights") << ")\n";
     os << "config: n_layer " << c.n_layer << ", n_head " << c.n_head << ", n_embd " << c.n_embd << ", block_size "
        << c.block_size << ", vocab_size " << c.vocab_size << ", ffn_hidden " << c.ffn_hidden << "\n";
+    os << "attention scale: " << attn_scale_text(c) << (r.scale_given ? ", from --attention-scale" : "") << "; activation "
+       << activation_name(c.activation) << (r.activation_given ? ", from --activation" : "") << "\n";
+    if (r.renamed_keys > 0) os << "renamed keys: " << r.renamed_keys << " (--rename)\n";
     os << "vocabulary: " << r.vocab_source << "\n";
     if (r.bpe_merges >= 0) {
         os << "tokenizer: byte-level BPE, " << r.tokenizer_size << " tokens, " << r.bpe_merges << " merges";

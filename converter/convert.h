@@ -1,6 +1,7 @@
 // `ember convert`: checkpoint + vocabulary -> .ember, as a library call.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -9,6 +10,17 @@
 
 namespace ember::convert {
 
+// --attention-scale: Default keeps the architecture's (1/sqrt(head_size); Hugging Face's
+// scale_attn_weights false gives 1), Head = 1/sqrt(head_size) (today's gpt.py), Embd =
+// 1/sqrt(n_embd) (the early gpt.py, C**-0.5 with C = n_embd), Value = the given number.
+enum class ScaleKind { Default, Head, Embd, Value };
+struct AttentionScaleChoice {
+    ScaleKind kind = ScaleKind::Default;
+    float value = 0.0f;  // Value only: finite, > 0
+};
+AttentionScaleChoice parse_attention_scale(const std::string& s);  // head | embd | FLOAT; throws ember::Error
+kernels::ActivationKind parse_activation(const std::string& s);    // relu | gelu | gelu-tanh; throws ember::Error
+
 struct ConvertOptions {
     std::string checkpoint;   // .pt (zip) or .safetensors
     std::string out;          // .ember path
@@ -16,6 +28,9 @@ struct ConvertOptions {
     std::string meta;         // --meta: nanoGPT meta.pkl
     std::vector<std::string> tokenizer;  // --tokenizer: GPT-2's encoder.json + vocab.bpe (or their folder)
     ArchChoice arch = ArchChoice::Auto;
+    ArchOverrides overrides;              // --n-head, --rename
+    AttentionScaleChoice attention_scale;  // --attention-scale
+    std::optional<kernels::ActivationKind> activation;  // --activation: replaces the architecture's
     WriteOptions write;
 };
 
@@ -27,6 +42,8 @@ struct ConvertResult {
     int tokenizer_size = 0;   // tokens (BPE) or characters
     int bpe_merges = -1;      // -1: a char vocabulary
     std::string hf_config;    // the config.json read for hf-gpt2 ("" otherwise)
+    int renamed_keys = 0;     // keys changed by --rename
+    bool activation_given = false, scale_given = false;
     WriteReport report;
 };
 

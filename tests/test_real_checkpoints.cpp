@@ -1,0 +1,145 @@
+// Checkpoints as users leave them (tools/make_real_fixtures.py, torch): what the weights cannot
+// tell (--attention-scale, --activation, --n-head, --rename), against PyTorch's losses and logits.
+#include <doctest/doctest.h>
+
+#include <cmath>
+
+#include "cli_util.h"
+#include "converter/convert.h"
+#include "runtime/error.h"
+#include "runtime/eval.h"
+#include "runtime/model.h"
+#include "runtime/session.h"
+#include "runtime/tokenizer.h"
+#include "test_util.h"
+
+using namespace ember;
+using ember::test::fixture;
+using ember::test::q;
+
+namespace {
+
+const std::string kDir = "real/";
+
+convert::ConvertOptions options(const std::string& ckpt, const test::TempDir& dir) {
+    convert::ConvertOptions o;
+    o.checkpoint = fixture(kDir + ckpt);
+    o.out = dir.file("m.ember");
+    o.vocab_text = fixture(kDir + "train.txt");
+    o.write.dtype = convert::WeightDType::F32;
+    return o;
+}
+
+// `ember eval --split val` on train.txt with the f32 KV cache (f32 rounding only).
+double val_loss(const Model& m) {
+    const auto ids = CharTokenizer(m.code_points()).encode(test::read_file(fixture(kDir + "train.txt")), "train.txt");
+    SessionOptions so;
+    so.threads = 2;
+    so.kv_cache = KvDType::F32;
+    so.all_logits = true;
+    Session s(m, so);
+    const int64_t start = val_split_start(static_cast<int64_t>(ids.size()));
+    return evaluate(s, ids.data() + start, static_cast<int64_t>(ids.size()) - start, m.config().block_size, m.config().vocab_size).loss;
+}
+
+// The renames that undo tools/make_real_fixtures.py's RENAMES (mlp.layers. before layers.).
+const std::vector<std::pair<std::string, std::string>> kUndoRenames = {
+    {"mlp.layers.", "ffwd.net."}, {"layers.", "blocks."}, {".attn.", ".sa."}, {"norm1", "ln1"}, {"norm2", "ln2"},
+    {"tok_emb", "token_embedding_table"}, {"pos_emb", "position_embedding_table"}};
+
+}  // namespace
+
+TEST_CASE("a lecture model trained with the early scale C**-0.5 matches PyTorch only with --attention-scale embd") {
+    const auto ex = test::load_json(fixture(kDir + "expected.json"))["oldscale"];
+    const double want = ex["loss_val_embd"].get<double>(), other = ex["loss_val_head"].get<double>();
+    REQUIRE(std::fabs(want - other) > 0.02);  // the fixture tells the scales apart
+    test::TempDir dir;
+    auto o = options("oldscale.pt", dir);
+    convert::convert(o);
+    const double by_default = val_loss(*Model::open(o.out));
+    CHECK(by_default == doctest::Approx(other).epsilon(1e-5));  // 1/sqrt(head_size): another model
+    o.attention_scale = convert::parse_attention_scale("embd");
+    const auto r = convert::convert(o);
+    CHECK(r.config.attn_scale == doctest::Approx(0.125));  // 1/sqrt(64)
+    auto m = Model::open(o.out);
+    CHECK(m->config().attn_scale == doctest::Approx(0.125));
+    CHECK(val_loss(*m) == doctest::Approx(want).epsilon(1e-5));
+    o.attention_scale = convert::parse_attention_scale("0.125");  // the same scale as a number
+    convert::convert(o);
+    CHECK(val_loss(*Model::open(o.out)) == doctest::Approx(want).epsilon(1e-5));
+}
+
+TEST_CASE("--attention-scale, --activation, --rename: bad values are refused naming the choices") {
+    CHECK_THROWS_WITH_AS(convert::parse_attention_scale("0"), doctest::Contains("head (1/sqrt(head_size)), embd"), ember::Error);
+    CHECK_THROWS_WITH_AS(convert::parse_attention_scale("nan"), doctest::Contains("a number > 0"), ember::Error);
+    CHECK_THROWS_WITH_AS(convert::parse_attention_scale("0.1x"), doctest::Contains("'0.1x'"), ember::Error);
+    CHECK_THROWS_WITH_AS(convert::parse_activation("swish"), doctest::Contains("relu, gelu (erf"), ember::Error);
+    CHECK(convert::parse_activation("gelu-tanh") == kernels::ActivationKind::GeluTanh);
+    CHECK_THROWS_WITH_AS(convert::parse_rename("=x"), doctest::Contains("OLD=NEW"), ember::Error);
+    CHECK(convert::parse_rename("a.=b=c").second == "b=c");
+}
+
+TEST_CASE("a renamed lecture model converts with --rename and gives the original's loss") {
+    const auto ex = test::load_json(fixture(kDir + "expected.json"))["oldscale"];
+    test::TempDir dir;
+    auto o = options("renamed.pt", dir);
+    o.attention_scale = convert::parse_attention_scale("embd");
+    o.overrides.renames = kUndoRenames;
+    const auto r = convert::convert(o);
+    CHECK(r.renamed_keys > 30);
+    CHECK(val_loss(*Model::open(o.out)) == doctest::Approx(ex["loss_val_embd"].get<double>()).epsilon(1e-5));
+    // In the wrong order, layers. eats mlp.layers. first: the rename of mlp.layers. then matches nothing.
+    o.overrides.renames = {{"layers.", "blocks."}, {"mlp.layers.", "ffwd.net."}};
+    CHECK_THROWS_WITH_AS(convert::convert(o), doctest::Contains("--rename mlp.layers.=ffwd.net. matches no key"), ember::Error);
+    // Two keys onto one.
+    o.overrides.renames = {{"norm1", "n"}, {"norm2", "n"}};
+    CHECK_THROWS_WITH_AS(convert::convert(o), doctest::Contains("--rename maps two keys to"), ember::Error);
+}
+
+TEST_CASE("a makemore Transformer (no model_args, tanh GELU, untied lm_head) converts with --n-head and --activation") {
+    const auto ex = test::load_json(fixture(kDir + "expected.json"))["makemore"];
+    test::TempDir dir;
+    auto o = options("makemore.pt", dir);
+    CHECK_THROWS_WITH_AS(convert::convert(o), doctest::Contains("give --n-head N"), ember::Error);
+    o.overrides.n_head = 3;
+    o.activation = convert::parse_activation("gelu-tanh");
+    const auto r = convert::convert(o);
+    CHECK_FALSE(r.config.tied_lm_head);
+    auto m = Model::open(o.out);
+    CHECK(m->config().n_head == 3);
+    CHECK(m->config().activation == kernels::ActivationKind::GeluTanh);
+    SessionOptions so;
+    so.threads = 2;
+    so.kv_cache = KvDType::F32;
+    so.all_logits = true;
+    Session s(*m, so);
+    const auto ids = ex["ids"].get<std::vector<int>>();
+    const auto want = ex["logits"].get<std::vector<double>>();
+    const float* got = s.forward_window(ids.data(), static_cast<int>(ids.size()));
+    REQUIRE(want.size() == ids.size() * static_cast<size_t>(m->config().vocab_size));
+    double err = 0.0;
+    for (size_t i = 0; i < want.size(); ++i) err = std::max(err, std::fabs(got[i] - want[i]));
+    CHECK(err < 1e-4);  // f32 rounding (the fixture's logits are rounded to 1e-6)
+    // Another n_head than model_args / the gpt.py heads is refused.
+    auto g = options("oldscale.pt", dir);
+    g.overrides.n_head = 2;
+    CHECK_THROWS_WITH_AS(convert::convert(g), doctest::Contains("--n-head 2 but the count of blocks.0.sa.heads.N gives n_head 4"), ember::Error);
+}
+
+TEST_CASE("ember convert's options reach the file and ember info shows the scale and the activation") {
+    test::TempDir dir;
+    const std::string out = dir.file("m.ember");
+    auto r = test::ember_cli("convert " + q(fixture(kDir + "makemore.pt")) + " --vocab-text " + q(fixture(kDir + "train.txt")) + " -o " + q(out) +
+                                 " --n-head 3 --activation gelu-tanh --attention-scale embd --rename transformer.=transformer.",
+                             dir);
+    CAPTURE(r.err);
+    REQUIRE(r.status == 0);
+    CHECK(r.out.find("attention scale: 0.144338 (1/sqrt(n_embd), the early gpt.py scale), from --attention-scale") != std::string::npos);
+    CHECK(r.out.find("activation gelu (tanh), from --activation") != std::string::npos);
+    r = test::ember_cli("info " + q(out), dir);
+    CHECK(r.out.find("activation gelu (tanh)") != std::string::npos);
+    CHECK(r.out.find("attention scale: 0.144338 (1/sqrt(n_embd)") != std::string::npos);
+    test::check_refused(test::ember_cli("convert " + q(fixture(kDir + "oldscale.pt")) + " --vocab-text " + q(fixture(kDir + "train.txt")) +
+                                            " -o " + q(out) + " --attention-scale wide", dir),
+                        "--attention-scale 'wide'");
+}
