@@ -143,3 +143,37 @@ TEST_CASE("ember convert's options reach the file and ember info shows the scale
                                             " -o " + q(out) + " --attention-scale wide", dir),
                         "--attention-scale 'wide'");
 }
+
+TEST_CASE("refusals that help: the keys found, the layout assumed and why, the state_dict of a whole model") {
+    test::TempDir dir;
+    // A renamed model without --rename: a few keys, numbers folded to N, and the option named.
+    auto o = options("renamed.pt", dir);
+    CHECK_THROWS_WITH_AS(convert::convert(o),
+                         doctest::Contains("keys found: layers.N.attn.heads.N.key.weight, layers.N.attn.heads.N.query.weight, "
+                                           "layers.N.attn.heads.N.tril"),
+                         ember::Error);
+    CHECK_THROWS_WITH_AS(convert::convert(o), doctest::Contains("(16 distinct) (numbers as N); --rename OLD=NEW"), ember::Error);
+    // Half renamed: gpt.py is detected, then a key is missing; the keys are listed the same way.
+    o.overrides.renames = {{"tok_emb", "token_embedding_table"}, {"pos_emb", "position_embedding_table"}};
+    CHECK_THROWS_WITH_AS(convert::convert(o), doctest::Contains("no transformer blocks (blocks.N.*) found; keys found: layers.N."), ember::Error);
+    // makemore's nn.Linear weights with a config.json beside them: read as Conv1D, and said so.
+    const std::string ckpt = dir.file("makemore.pt");
+    test::write_file(ckpt, test::read_file(fixture(kDir + "makemore.pt")));
+    test::write_file(dir.file("config.json"), R"({"model_type": "gpt2", "n_layer": 2, "n_embd": 48, "n_head": 3, "n_positions": 16, "vocab_size": 58})");
+    auto m = options("makemore.pt", dir);
+    m.checkpoint = ckpt;
+    CHECK_THROWS_WITH_AS(convert::convert(m),
+                         doctest::Contains("has shape [144, 48], expected [48, 144]: read as Hugging Face GPT-2 (Conv1D weights stored "
+                                           "[in, out], transposed) because config.json is beside the checkpoint and it has no model_args; "
+                                           "for nn.Linear weights [out, in] (nanoGPT, makemore) give --arch nanogpt"),
+                         ember::Error);
+    m.arch = convert::ArchChoice::NanoGPT;
+    m.overrides.n_head = 3;
+    CHECK(convert::convert(m).config.arch == Arch::NanoGPT);
+    // torch.save(model) of the user's own class.
+    CHECK_THROWS_WITH_AS(convert::convert(options("whole_model.pt", dir)),
+                         doctest::Contains("global '__main__.WholeModel', which a checkpoint never needs (a whole model was saved with "
+                                           "torch.save(model): load it in Python, where its class is defined, and save its weights with "
+                                           "torch.save(model.state_dict(), PATH))"),
+                         ember::Error);
+}
