@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
+#include "converter/alloc.h"
 #include "converter/source_values.h"
 #include "runtime/utf8.h"
 #include "runtime/error.h"
@@ -28,7 +29,8 @@ std::vector<uint8_t> read_file(const std::string& path) {
     if (!in) fail(path, ": cannot open (", std::strerror(errno), ")");
     const std::streamoff size = in.tellg();
     if (size < 0) fail(path, ": cannot read its size");
-    std::vector<uint8_t> bytes(static_cast<size_t>(size));
+    std::vector<uint8_t> bytes;
+    resize_or_fail(bytes, static_cast<size_t>(size), path + " (the whole safetensors file, read into memory)");
     in.seekg(0);
     if (!in.read(reinterpret_cast<char*>(bytes.data()), size)) fail(path, ": read failed");
     return bytes;
@@ -114,7 +116,7 @@ Checkpoint read_safetensors(const std::string& path) {
             fail(path, ": ", where, " data_offsets span ", end - begin, " bytes, but shape and dtype need ",
                  numel * elem);
         }
-        t.values.resize(static_cast<size_t>(numel));
+        resize_or_fail(t.values, static_cast<size_t>(numel), path + ": tensor '" + printable(name) + "' as f32");
         for (uint64_t i = 0; i < numel; ++i) t.values[i] = decode_source_value(t.dtype, data + begin + i * elem);
         ckpt.tensors.emplace(name, std::move(t));
     }

@@ -2,7 +2,13 @@
 // tell (--attention-scale, --activation, --n-head, --rename), against PyTorch's losses and logits.
 #include <doctest/doctest.h>
 
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
 
 #include "cli_util.h"
 #include "converter/convert.h"
@@ -176,4 +182,104 @@ TEST_CASE("refusals that help: the keys found, the layout assumed and why, the s
                                            "torch.save(model): load it in Python, where its class is defined, and save its weights with "
                                            "torch.save(model.state_dict(), PATH))"),
                          ember::Error);
+}
+
+namespace {
+
+// A gpt.py state_dict as safetensors: n_layer layers of n_embd with one head, vocab a..z,
+// block_size 8, every value 0.01. n_embd 512, n_layer 8: 100 MB, which takes the converter
+// long enough to write that a test can see its temporary file.
+std::string write_big_gptpy(const test::TempDir& dir, int64_t C, int L) {
+    const int64_t V = 26, S = 8;
+    std::vector<std::pair<std::string, std::vector<int64_t>>> tensors = {{"token_embedding_table.weight", {V, C}},
+                                                                        {"position_embedding_table.weight", {S, C}}};
+    for (int l = 0; l < L; ++l) {
+        const std::string b = "blocks." + std::to_string(l) + ".";
+        for (const char* p : {"key", "query", "value"}) tensors.push_back({b + "sa.heads.0." + p + ".weight", {C, C}});
+        tensors.push_back({b + "sa.proj.weight", {C, C}});
+        tensors.push_back({b + "sa.proj.bias", {C}});
+        tensors.push_back({b + "ffwd.net.0.weight", {4 * C, C}});
+        tensors.push_back({b + "ffwd.net.0.bias", {4 * C}});
+        tensors.push_back({b + "ffwd.net.2.weight", {C, 4 * C}});
+        tensors.push_back({b + "ffwd.net.2.bias", {C}});
+        for (const char* n : {"ln1.weight", "ln1.bias", "ln2.weight", "ln2.bias"}) tensors.push_back({b + n, {C}});
+    }
+    for (const char* n : {"ln_f.weight", "ln_f.bias"}) tensors.push_back({n, {C}});
+    tensors.push_back({"lm_head.weight", {V, C}});
+    tensors.push_back({"lm_head.bias", {V}});
+    nlohmann::json header = nlohmann::json::object();
+    uint64_t at = 0;
+    for (const auto& [name, shape] : tensors) {
+        uint64_t n = 1;
+        for (int64_t d : shape) n *= static_cast<uint64_t>(d);
+        header[name] = {{"dtype", "F32"}, {"shape", shape}, {"data_offsets", {at, at + 4 * n}}};
+        at += 4 * n;
+    }
+    const std::string h = header.dump();
+    const std::string path = dir.file("big.safetensors");
+    std::FILE* f = std::fopen(path.c_str(), "wb");
+    REQUIRE(f != nullptr);
+    const uint64_t len = h.size();
+    std::fwrite(&len, 8, 1, f);  // little-endian host (x86-64, aarch64)
+    std::fwrite(h.data(), 1, h.size(), f);
+    const std::vector<float> chunk(1 << 16, 0.01f);
+    for (uint64_t left = at / 4; left > 0;) {
+        const size_t n = static_cast<size_t>(std::min<uint64_t>(left, chunk.size()));
+        std::fwrite(chunk.data(), 4, n, f);
+        left -= n;
+    }
+    REQUIRE(std::fclose(f) == 0);
+    test::write_file(dir.file("vocab.txt"), "abcdefghijklmnopqrstuvwxyz");
+    return path;
+}
+
+// Starts `ember convert BIG -o OUT --dtype f32`, waits for OUT.tmp-PID, sends sig, reaps it.
+int convert_killed_by(const test::TempDir& dir, const std::string& big, int sig, bool* saw_temp) {
+    const std::string out = dir.file("m.ember");
+    const std::string cmd = "exec " + test::program_cmd(EMBER_CLI) + " convert " + q(big) + " --vocab-text " + q(dir.file("vocab.txt")) +
+                            " -o " + q(out) + " --dtype f32 >/dev/null 2>&1 </dev/null";
+    const pid_t pid = ::fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+        ::execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
+        ::_exit(127);
+    }
+    const std::string tmp = out + ".tmp-" + std::to_string(pid);
+    *saw_temp = false;
+    for (int i = 0; i < 120000 * test::kEmulatorSlowdown && !*saw_temp; ++i) {
+        int status = 0;
+        if (::waitpid(pid, &status, WNOHANG) == pid) return -1;  // finished before its file was seen
+        *saw_temp = ::access(tmp.c_str(), F_OK) == 0;
+        if (!*saw_temp) ::usleep(1000);
+    }
+    ::kill(pid, sig);
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    CHECK(::access(tmp.c_str(), F_OK) != 0);  // the temporary file is gone
+    CHECK(::access(out.c_str(), F_OK) != 0);  // and nothing took its place
+    return WIFSIGNALED(status) ? WTERMSIG(status) : -2;
+}
+
+}  // namespace
+
+TEST_CASE("a conversion stopped by SIGINT or SIGTERM removes its temporary file and dies by the signal") {
+    test::TempDir dir;
+    const std::string big = write_big_gptpy(dir, 512, 8);
+    for (int sig : {SIGTERM, SIGINT}) {
+        CAPTURE(sig);
+        bool saw = false;
+        CHECK(convert_killed_by(dir, big, sig, &saw) == sig);
+        CHECK(saw);
+    }
+}
+
+TEST_CASE("a conversion that cannot get memory says how much it needed") {
+    test::TempDir dir;
+    const std::string big = write_big_gptpy(dir, 512, 8);
+    // 150 MiB of address space: the binary and its libraries fit, the 100 MB file and its f32 copy do not.
+    const auto r = test::ember_cli_in_shell("ulimit -v 153600; exec", "convert " + q(big) + " --vocab-text " + q(dir.file("vocab.txt")) +
+                                                                        " -o " + q(dir.file("m.ember")) + " --dtype f32", dir);
+    test::check_refused(r, "out of memory: ");
+    CHECK(r.err.find(" needs ") != std::string::npos);
+    CHECK(r.err.find(" more (std::bad_alloc)") != std::string::npos);
 }
