@@ -39,7 +39,7 @@ int main(int argc, char** argv) {
     auto* vt = c->add_option("--vocab-text", conv.vocab_text, "training text: vocabulary = sorted(set(text))");
     auto* mt = c->add_option("--meta", conv.meta, "nanoGPT meta.pkl");
     auto* tk = c->add_option("--tokenizer", conv.tokenizer,
-                             "GPT-2 BPE: encoder.json and vocab.bpe (or vocab.json and merges.txt; the option twice), or their folder");
+                             "GPT-2 BPE: encoder.json and vocab.bpe (or vocab.json and merges.txt; the option twice), a Hugging Face tokenizer.json, or their folder");
     vt->excludes(mt);
     tk->excludes(vt)->excludes(mt);
     c->add_option("--arch", arch, "auto | gptpy | nanogpt | hf-gpt2")->capture_default_str();

@@ -64,7 +64,7 @@ ConvertResult convert(const ConvertOptions& opts) {
     const int n_vocab_sources = !opts.vocab_text.empty() + !opts.meta.empty() + !opts.tokenizer.empty();
     if (n_vocab_sources != 1) {
         fail("a vocabulary is needed: give exactly one of --vocab-text FILE or --meta META.pkl (char models) or "
-             "--tokenizer encoder.json --tokenizer vocab.bpe (GPT-2)");
+             "--tokenizer encoder.json --tokenizer vocab.bpe or --tokenizer tokenizer.json (GPT-2)");
     }
     {
         const size_t slash = opts.checkpoint.rfind('/');

@@ -12,6 +12,7 @@
 
 #include "cli_util.h"
 #include "converter/convert.h"
+#include "converter/gpt2_tokenizer.h"
 #include "runtime/error.h"
 #include "runtime/eval.h"
 #include "runtime/model.h"
@@ -282,4 +283,64 @@ TEST_CASE("a conversion that cannot get memory says how much it needed") {
     test::check_refused(r, "out of memory: ");
     CHECK(r.err.find(" needs ") != std::string::npos);
     CHECK(r.err.find(" more (std::bad_alloc)") != std::string::npos);
+}
+
+TEST_CASE("a Hugging Face tokenizer.json gives the BPE of vocab.json + merges.txt; another kind is refused by name") {
+    const BpeData pair = convert::read_gpt2_tokenizer({fixture("gpt2/tiny_tokenizer")});
+    for (const char* f : {"tokenizer.json", "tokenizer_pairs.json"}) {  // merges as "a b" strings and as [a, b] pairs
+        CAPTURE(f);
+        const BpeData one = convert::read_gpt2_tokenizer({fixture(kDir + f)});
+        CHECK(one.size() == pair.size());
+        CHECK(one.bytes == pair.bytes);
+        CHECK(one.offsets == pair.offsets);
+        REQUIRE(one.merges.size() == pair.merges.size());
+        bool same = true;
+        for (size_t i = 0; i < one.merges.size(); ++i) {
+            same = same && one.merges[i].left == pair.merges[i].left && one.merges[i].right == pair.merges[i].right && one.merges[i].result == pair.merges[i].result;
+        }
+        CHECK(same);
+    }
+    // A folder holding only tokenizer.json.
+    test::TempDir dir;
+    test::write_file(dir.file("tokenizer.json"), test::read_file(fixture(kDir + "tokenizer.json")));
+    CHECK(convert::read_gpt2_tokenizer({dir.path()}).bytes == pair.bytes);
+    // An added token past model.vocab takes the next id, its text as raw bytes.
+    auto j = test::load_json(fixture(kDir + "tokenizer.json"));
+    const int n = pair.size();
+    j["added_tokens"].push_back({{"id", n}, {"content", "<|pad|>"}, {"special", true}});
+    test::write_file(dir.file("added.json"), j.dump());
+    const BpeData added = convert::read_gpt2_tokenizer({dir.file("added.json")});
+    REQUIRE(added.size() == n + 1);
+    CHECK(added.bytes.substr(added.offsets[n]) == "<|pad|>");
+    // Other kinds, each named.
+    const std::vector<std::pair<std::string, std::string>> refused = {
+        {R"({"model": {"type": "WordPiece", "vocab": {}}, "pre_tokenizer": {"type": "BertPreTokenizer"}})", "model.type is WordPiece"},
+        {R"({"model": {"type": "Unigram", "vocab": []}})", "model.type is Unigram"},
+        {R"({"model": {"type": "BPE", "vocab": {}, "merges": []}, "pre_tokenizer": {"type": "Whitespace"}, "decoder": {"type": "ByteLevel"}})",
+         "pre_tokenizer is Whitespace, not ByteLevel"},
+        {R"({"model": {"type": "BPE", "vocab": {}, "merges": []}, "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": true}, "decoder": {"type": "ByteLevel"}})",
+         "add_prefix_space true"},
+        {R"({"model": {"type": "BPE", "vocab": {}, "merges": []}, "pre_tokenizer": {"type": "ByteLevel"}, "decoder": {"type": "Metaspace"}})",
+         "decoder is Metaspace, not ByteLevel"},
+        {R"({"model": {"type": "BPE", "vocab": {}, "merges": []}, "pre_tokenizer": {"type": "ByteLevel"}, "decoder": {"type": "ByteLevel"}, "normalizer": {"type": "NFC"}})",
+         "normalizer is NFC"},
+    };
+    for (const auto& [text, what] : refused) {
+        CAPTURE(text);
+        test::write_file(dir.file("t.json"), text);
+        CHECK_THROWS_WITH_AS(convert::read_gpt2_tokenizer({dir.file("t.json")}), doctest::Contains(what.c_str()), ember::Error);
+    }
+    // The whole conversion: the Hugging Face GPT-2 fixture with tokenizer.json holds the same tokenizer.
+    convert::ConvertOptions o;
+    o.checkpoint = fixture("gpt2/hf/model.safetensors");
+    o.tokenizer = {fixture(kDir + "tokenizer.json")};
+    o.out = dir.file("a.ember");
+    convert::convert(o);
+    o.tokenizer = {fixture("gpt2/tiny_tokenizer")};
+    o.out = dir.file("b.ember");
+    convert::convert(o);
+    auto a = Model::open(dir.file("a.ember")), b = Model::open(dir.file("b.ember"));
+    REQUIRE(a->bpe() != nullptr);
+    const std::string text = "The quick brown fox, then the lion.";
+    CHECK(make_tokenizer(*a)->encode(text, "text") == make_tokenizer(*b)->encode(text, "text"));
 }
