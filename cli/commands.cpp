@@ -103,6 +103,10 @@ int cmd_convert(convert::ConvertOptions opts) {
     opts.write.on_temp_file = remember_temp;
     const convert::ConvertResult r = convert::convert(opts);
     std::printf("%s", convert::format_summary(r).c_str());
+    if (!r.scale_note.empty()) {
+        std::fflush(stdout);
+        std::fprintf(stderr, "ember: %s\n", r.scale_note.c_str());
+    }
     std::printf("wrote %s (%s)\n", opts.out.c_str(), convert::dtype_name(opts.write.dtype));
     return 0;
 }

@@ -46,7 +46,7 @@ int main(int argc, char** argv) {
     std::string attention_scale, activation;
     std::vector<std::string> renames;
     c->add_option("--attention-scale", attention_scale,
-                  "head = 1/sqrt(head_size) (today's gpt.py, the default), embd = 1/sqrt(n_embd) (the early gpt.py's C**-0.5), or a number");
+                  "head = 1/sqrt(head_size) (today's gpt.py, the default), embd = 1/sqrt(n_embd) (the early gpt.py's C**-0.5), auto (the better on --vocab-text), or a number");
     c->add_option("--activation", activation, "relu | gelu | gelu-tanh: replaces the architecture's (gpt.py relu, nanoGPT gelu, GPT-2 gelu-tanh)");
     c->add_option("--n-head", conv.overrides.n_head, "attention heads, for a checkpoint without model_args or config.json")->check(CLI::Range(1, 1 << 16));
     c->add_option("--rename", renames, "OLD=NEW: replace the substring OLD by NEW in every key before mapping (repeatable, in order)")

@@ -3,14 +3,19 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
 #include <set>
 #include <sstream>
 
 #include "converter/gpt2_tokenizer.h"
 #include "runtime/error.h"
+#include "runtime/eval.h"
 #include "runtime/model.h"
+#include "runtime/session.h"
+#include "runtime/tokenizer.h"
 #include "runtime/paths.h"
 #include "runtime/sha256.h"
 #include "runtime/utf8.h"
@@ -32,15 +37,76 @@ std::string read_beside_config(const std::string& checkpoint) {
     return read_text_file(path, size_t{1} << 20);
 }
 
+
+// Mean loss of the windows ids under model as it is (f32 weights): written beside the output,
+// opened, removed (the mapping stays valid), scored by the CPU backend.
+double score_windows(const CanonicalModel& model, const TokenizerSpec& tok, const ProvenanceInfo& prov, const ConvertOptions& opts,
+                     const std::vector<int>& ids) {
+    WriteOptions w = opts.write;
+    w.dtype = WeightDType::F32;
+    const std::string probe = opts.out + ".scale-check-" + std::to_string(::getpid());
+    write_ember(model, tok, prov, w, probe);
+    std::unique_ptr<Model> m;
+    try {
+        m = Model::open(probe);
+    } catch (...) {
+        ::unlink(probe.c_str());
+        throw;
+    }
+    ::unlink(probe.c_str());
+    SessionOptions so;
+    so.all_logits = true;
+    so.kv_cache = KvDType::F32;
+    Session s(*m, so);
+    return evaluate(s, ids.data(), static_cast<int64_t>(ids.size()), m->config().block_size, m->config().vocab_size).loss;
+}
+
+// convert()'s scale check (convert.h): sets r's losses and note, and the scale to write.
+void check_scale(CanonicalModel& model, const TokenizerSpec& tok, const ProvenanceInfo& prov, const ConvertOptions& opts, ConvertResult& r) {
+    ModelConfig& c = model.config;
+    const std::string text = read_text_file(opts.vocab_text);
+    std::vector<int> ids = CharTokenizer(tok.code_points).encode(text, printable(opts.vocab_text, 200));
+    const size_t n = std::min(ids.size(), static_cast<size_t>(kScaleCheckWindows) * static_cast<size_t>(c.block_size) + 1);
+    const float head = 1.0f / std::sqrt(static_cast<float>(c.head_size())), embd = 1.0f / std::sqrt(static_cast<float>(c.n_embd));
+    if (n < 2 || head == embd) return;  // one head: the scales agree
+    ids.resize(n);
+    c.attn_scale = head;
+    r.loss_head = score_windows(model, tok, prov, opts, ids);
+    c.attn_scale = embd;
+    r.loss_embd = score_windows(model, tok, prov, opts, ids);
+    r.scale_checked = true;
+    r.scale_check_tokens = static_cast<int64_t>(n) - 1;
+    const bool embd_better = r.loss_embd < r.loss_head;
+    char buf[512];
+    if (opts.attention_scale.kind == ScaleKind::Auto) {
+        c.attn_scale = embd_better ? embd : head;
+        std::snprintf(buf, sizeof buf, "--attention-scale auto chose %s: loss %.4f with 1/sqrt(n_embd), %.4f with 1/sqrt(head_size) over %lld tokens of %s",
+                      embd_better ? "embd (1/sqrt(n_embd), the early gpt.py scale)" : "head (1/sqrt(head_size))", r.loss_embd, r.loss_head,
+                      static_cast<long long>(r.scale_check_tokens), base_name(opts.vocab_text).c_str());
+        r.scale_note = buf;
+        r.scale_given = true;
+        return;
+    }
+    c.attn_scale = head;  // the default
+    if (r.loss_head - r.loss_embd > kScaleCheckMargin) {
+        std::snprintf(buf, sizeof buf,
+                      "warning: the text fits the early gpt.py attention scale better: loss %.4f with 1/sqrt(n_embd) against %.4f with "
+                      "1/sqrt(head_size) (written) over %lld tokens of %s; if the model was trained with C**-0.5 (C = n_embd), "
+                      "convert with --attention-scale embd (or auto)",
+                      r.loss_embd, r.loss_head, static_cast<long long>(r.scale_check_tokens), base_name(opts.vocab_text).c_str());
+        r.scale_note = buf;
+    }
+}
 }  // namespace
 
 AttentionScaleChoice parse_attention_scale(const std::string& s) {
     if (s == "head") return {ScaleKind::Head, 0.0f};
     if (s == "embd") return {ScaleKind::Embd, 0.0f};
+    if (s == "auto") return {ScaleKind::Auto, 0.0f};
     char* end = nullptr;
     const float v = std::strtof(s.c_str(), &end);
     if (s.empty() || end != s.c_str() + s.size() || !std::isfinite(v) || v <= 0.0f) {
-        fail("--attention-scale '", printable(s), "': expected head (1/sqrt(head_size)), embd (1/sqrt(n_embd)) or a number > 0");
+        fail("--attention-scale '", printable(s), "': expected head (1/sqrt(head_size)), embd (1/sqrt(n_embd)), auto or a number > 0");
     }
     return {ScaleKind::Value, v};
 }
@@ -97,6 +163,7 @@ ConvertResult convert(const ConvertOptions& opts) {
     if (opts.activation) c.activation = *opts.activation;
     switch (opts.attention_scale.kind) {
     case ScaleKind::Default: break;
+    case ScaleKind::Auto: break;  // chosen below, from the text
     case ScaleKind::Head: c.attn_scale = 1.0f / std::sqrt(static_cast<float>(c.head_size())); break;
     case ScaleKind::Embd: c.attn_scale = 1.0f / std::sqrt(static_cast<float>(c.n_embd)); break;
     case ScaleKind::Value: c.attn_scale = opts.attention_scale.value; break;
@@ -115,6 +182,13 @@ ConvertResult convert(const ConvertOptions& opts) {
              " characters but the checkpoint's wte has ", model.config.vocab_size, " rows: it is not the vocabulary this model was trained with");
     }
     ProvenanceInfo prov{base_name(opts.checkpoint), sha256_file(opts.checkpoint), r.vocab_source};
+    const bool check = c.arch == Arch::GptPy && !opts.vocab_text.empty() &&
+                       (opts.attention_scale.kind == ScaleKind::Default || opts.attention_scale.kind == ScaleKind::Auto);
+    if (opts.attention_scale.kind == ScaleKind::Auto && !check) {
+        fail("--attention-scale auto scores the training text: it needs a gpt.py checkpoint and --vocab-text (this is ", arch_name(c.arch),
+             opts.vocab_text.empty() ? " without --vocab-text)" : ")");
+    }
+    if (check) check_scale(model, tok, prov, opts, r);
     r.report = write_ember(model, tok, prov, opts.write, opts.out);  // checked by Model::open before it replaces anything
     r.config = model.config;
     r.stripped_prefix = model.stripped_prefix;
@@ -131,6 +205,12 @@ std::string format_summary(const ConvertResult& r) {
        << c.block_size << ", vocab_size " << c.vocab_size << ", ffn_hidden " << c.ffn_hidden << "\n";
     os << "attention scale: " << attn_scale_text(c) << (r.scale_given ? ", from --attention-scale" : "") << "; activation "
        << activation_name(c.activation) << (r.activation_given ? ", from --activation" : "") << "\n";
+    if (r.scale_checked && r.scale_note.empty()) {
+        char buf[200];
+        std::snprintf(buf, sizeof buf, "attention scale checked on %lld tokens of the text: loss %.4f with 1/sqrt(head_size), %.4f with 1/sqrt(n_embd)\n",
+                      static_cast<long long>(r.scale_check_tokens), r.loss_head, r.loss_embd);
+        os << buf;
+    }
     if (r.renamed_keys > 0) os << "renamed keys: " << r.renamed_keys << " (--rename)\n";
     os << "vocabulary: " << r.vocab_source << "\n";
     if (r.bpe_merges >= 0) {

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <cstdio>
 
 #include "cli_util.h"
@@ -343,4 +344,47 @@ TEST_CASE("a Hugging Face tokenizer.json gives the BPE of vocab.json + merges.tx
     REQUIRE(a->bpe() != nullptr);
     const std::string text = "The quick brown fox, then the lion.";
     CHECK(make_tokenizer(*a)->encode(text, "text") == make_tokenizer(*b)->encode(text, "text"));
+}
+
+TEST_CASE("a gpt.py checkpoint is checked against its training text: a warning naming --attention-scale, auto picks the better") {
+    test::TempDir dir;
+    auto o = options("oldscale.pt", dir);
+    auto r = convert::convert(o);
+    REQUIRE(r.scale_checked);
+    CHECK(r.scale_check_tokens == convert::kScaleCheckWindows * 32);
+    CHECK(r.loss_head - r.loss_embd > convert::kScaleCheckMargin);
+    CHECK(r.scale_note.find("warning: the text fits the early gpt.py attention scale better") != std::string::npos);
+    CHECK(r.scale_note.find("--attention-scale embd") != std::string::npos);
+    CHECK(r.config.attn_scale == doctest::Approx(0.25));  // the default is still written
+    o.attention_scale = convert::parse_attention_scale("auto");
+    r = convert::convert(o);
+    CHECK(r.config.attn_scale == doctest::Approx(0.125));
+    CHECK(r.scale_note.find("--attention-scale auto chose embd") != std::string::npos);
+    CHECK(Model::open(o.out)->config().attn_scale == doctest::Approx(0.125));
+    // Told the scale, the converter does not check.
+    o.attention_scale = convert::parse_attention_scale("embd");
+    CHECK_FALSE(convert::convert(o).scale_checked);
+    // A model trained with today's scale: checked, no warning (the gptpy fixture, random weights).
+    convert::ConvertOptions g;
+    g.checkpoint = fixture("gptpy/model.pt");
+    g.vocab_text = fixture("gptpy/vocab.txt");
+    g.out = dir.file("g.ember");
+    r = convert::convert(g);
+    CHECK(r.scale_checked);
+    CHECK(r.scale_note.empty());
+    // auto without a text to score, or on another architecture: refused.
+    auto m = options("makemore.pt", dir);
+    m.overrides.n_head = 3;
+    m.attention_scale = convert::parse_attention_scale("auto");
+    CHECK_THROWS_WITH_AS(convert::convert(m), doctest::Contains("--attention-scale auto scores the training text"), ember::Error);
+    // The probes leave nothing beside the output; the command prints the warning on stderr.
+    auto run = test::ember_cli("convert " + q(fixture(kDir + "oldscale.pt")) + " --vocab-text " + q(fixture(kDir + "train.txt")) + " -o " +
+                                   q(dir.file("c.ember")),
+                               dir);
+    CHECK(run.status == 0);
+    CHECK(run.err.find("ember: warning: the text fits the early gpt.py attention scale better") != std::string::npos);
+    CHECK(run.err.find("convert with --attention-scale embd (or auto)") != std::string::npos);
+    int probes = 0;
+    for (const auto& e : std::filesystem::directory_iterator(dir.path())) probes += e.path().filename().string().find(".scale-check-") != std::string::npos;
+    CHECK(probes == 0);
 }
