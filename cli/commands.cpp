@@ -2,7 +2,12 @@
 
 #include <nlohmann/json.hpp>
 
+#include <signal.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <csignal>
+#include <cstring>
 #include <chrono>
 #include <cstdio>
 #include <vector>
@@ -51,9 +56,57 @@ std::string weights_held(const Model& m, const LoadOptions& load) {
 
 }  // namespace
 
-int cmd_convert(const convert::ConvertOptions& opts) {
+namespace {
+
+// SIGINT / SIGTERM during `ember convert`: the temporary file goes, then the signal is raised
+// again with its default action, so the exit status says the process was killed. A signal
+// handler can reach only static storage: the path is copied here before the file is created
+// (the flag set after the copy, cleared before the path changes) and only read by the handler,
+// which calls async-signal-safe functions alone (unlink, signal, raise).
+char g_temp_path[4096];
+volatile std::sig_atomic_t g_temp_set = 0;
+
+void remember_temp(const char* path) {
+    g_temp_set = 0;
+    if (path == nullptr || std::strlen(path) >= sizeof g_temp_path) return;  // too long to keep: left to the OS
+    std::memcpy(g_temp_path, path, std::strlen(path) + 1);
+    g_temp_set = 1;
+}
+
+extern "C" void on_convert_signal(int sig) {
+    if (g_temp_set) ::unlink(g_temp_path);
+    std::signal(sig, SIG_DFL);
+    std::raise(sig);
+}
+
+// Installs the handler for one conversion and puts the previous ones back.
+struct ConvertSignals {
+    struct sigaction old_int {}, old_term {};
+    ConvertSignals() {
+        struct sigaction sa {};
+        sa.sa_handler = on_convert_signal;
+        sigemptyset(&sa.sa_mask);
+        sigaction(SIGINT, &sa, &old_int);
+        sigaction(SIGTERM, &sa, &old_term);
+    }
+    ~ConvertSignals() {
+        sigaction(SIGINT, &old_int, nullptr);
+        sigaction(SIGTERM, &old_term, nullptr);
+        g_temp_set = 0;
+    }
+};
+
+}  // namespace
+
+int cmd_convert(convert::ConvertOptions opts) {
+    ConvertSignals signals;
+    opts.write.on_temp_file = remember_temp;
     const convert::ConvertResult r = convert::convert(opts);
     std::printf("%s", convert::format_summary(r).c_str());
+    if (!r.scale_note.empty()) {
+        std::fflush(stdout);
+        std::fprintf(stderr, "ember: %s\n", r.scale_note.c_str());
+    }
     std::printf("wrote %s (%s)\n", opts.out.c_str(), convert::dtype_name(opts.write.dtype));
     return 0;
 }
@@ -68,6 +121,7 @@ int cmd_info(const std::string& model_path, int threads_requested) {
                 c.tied_lm_head ? "tied to wte" : "own weights");
     std::printf("config: n_layer %d, n_head %d, n_embd %d (head_size %d), block_size %d, vocab_size %d, ffn_hidden %d, ln_eps %g\n",
                 c.n_layer, c.n_head, c.n_embd, c.head_size(), c.block_size, c.vocab_size, c.ffn_hidden, c.ln_eps);
+    std::printf("attention scale: %s\n", attn_scale_text(c).c_str());
     if (const BpeData* bpe = model->bpe()) {
         std::printf("tokenizer: byte-level BPE (GPT-2), %d tokens, %zu merges", bpe->size(), bpe->merges.size());
         if (c.tokenizer_size < c.vocab_size) std::printf("; rows %d..%d of wte are padding, never sampled", c.tokenizer_size, c.vocab_size - 1);

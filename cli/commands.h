@@ -12,7 +12,9 @@
 
 namespace ember::cli {
 
-int cmd_convert(const convert::ConvertOptions& opts);
+// SIGINT or SIGTERM while it runs removes the temporary OUT.tmp-PID, then kills the process
+// with that signal (exit status 128 + signal in a shell).
+int cmd_convert(convert::ConvertOptions opts);
 int cmd_info(const std::string& model_path, int threads = 0);  // threads: the arena's plan (0 = all cores)
 
 struct GenerateArgs {

@@ -39,10 +39,19 @@ int main(int argc, char** argv) {
     auto* vt = c->add_option("--vocab-text", conv.vocab_text, "training text: vocabulary = sorted(set(text))");
     auto* mt = c->add_option("--meta", conv.meta, "nanoGPT meta.pkl");
     auto* tk = c->add_option("--tokenizer", conv.tokenizer,
-                             "GPT-2 BPE: encoder.json and vocab.bpe (or vocab.json and merges.txt; the option twice), or their folder");
+                             "GPT-2 BPE: encoder.json and vocab.bpe (or vocab.json and merges.txt; the option twice), a Hugging Face tokenizer.json, or their folder");
     vt->excludes(mt);
     tk->excludes(vt)->excludes(mt);
     c->add_option("--arch", arch, "auto | gptpy | nanogpt | hf-gpt2")->capture_default_str();
+    std::string attention_scale, activation;
+    std::vector<std::string> renames;
+    c->add_option("--attention-scale", attention_scale,
+                  "head = 1/sqrt(head_size) (today's gpt.py, the default), embd = 1/sqrt(n_embd) (the early gpt.py's C**-0.5), auto (the better on --vocab-text), or a number");
+    c->add_option("--activation", activation, "relu | gelu | gelu-tanh: replaces the architecture's (gpt.py relu, nanoGPT gelu, GPT-2 gelu-tanh)");
+    c->add_option("--n-head", conv.overrides.n_head, "attention heads, for a checkpoint without model_args or config.json")->check(CLI::Range(1, 1 << 16));
+    c->add_option("--rename", renames, "OLD=NEW: replace the substring OLD by NEW in every key before mapping (repeatable, in order)")
+        ->expected(1)
+        ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
 
     std::string info_model;
     auto* i = app.add_subcommand("info", "print a model's configuration, tokenizer, tensors, checksum");
@@ -153,6 +162,9 @@ int main(int argc, char** argv) {
             if (*c) {
                 conv.write.dtype = convert::parse_dtype(dtype);
                 conv.arch = convert::parse_arch(arch);
+                if (!attention_scale.empty()) conv.attention_scale = convert::parse_attention_scale(attention_scale);
+                if (!activation.empty()) conv.activation = convert::parse_activation(activation);
+                for (const std::string& r : renames) conv.overrides.renames.push_back(convert::parse_rename(r));
                 return cli::cmd_convert(conv);
             }
             if (*i) return cli::cmd_info(info_model, info_threads);

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 #include <set>
+#include <sstream>
 
 #include "runtime/error.h"
 #include "runtime/tensors.h"
@@ -20,14 +21,90 @@ ArchChoice parse_arch(const std::string& s) {
     fail("--arch '", s, "' is unknown (auto, gptpy, nanogpt or hf-gpt2)");
 }
 
+std::pair<std::string, std::string> parse_rename(const std::string& s) {
+    const size_t eq = s.find('=');
+    if (eq == std::string::npos || eq == 0) fail("--rename '", printable(s), "': expected OLD=NEW with OLD not empty (a literal substring of the keys)");
+    return {s.substr(0, eq), s.substr(eq + 1)};
+}
+
 namespace {
 
 using TensorMap = std::map<std::string, SourceTensor>;
+
+// Mapping failures that to_canonical completes with what it knows: the keys it found (a key
+// missing or left over) or the layout it assumed and why (a shape that does not fit).
+struct KeyMissing : Error {
+    using Error::Error;
+};
+struct ShapeMismatch : Error {
+    using Error::Error;
+};
+template <class E, class... Parts>
+[[noreturn]] void fail_as(const Parts&... parts) {
+    std::ostringstream os;
+    (os << ... << parts);
+    throw E(os.str());
+}
+
+// A few of the keys, layer and head numbers folded to N, deduplicated, in key order:
+// "blocks.N.ln1.weight, ..., (12 distinct)".
+std::string found_keys(const TensorMap& t, size_t max_listed = 6) {
+    std::vector<std::string> folded;
+    std::set<std::string> seen;
+    for (const auto& kv : t) {
+        std::string f;
+        for (size_t i = 0; i < kv.first.size(); ++i) {
+            const bool digit = kv.first[i] >= '0' && kv.first[i] <= '9';
+            if (!digit) f += kv.first[i];
+            else if (i == 0 || kv.first[i - 1] < '0' || kv.first[i - 1] > '9') f += 'N';
+        }
+        if (seen.insert(f).second) folded.push_back(printable(f, 80));
+    }
+    std::string r;
+    for (size_t i = 0; i < folded.size() && i < max_listed; ++i) r += (i ? ", " : "") + folded[i];
+    if (folded.size() > max_listed) r += ", ... (" + std::to_string(folded.size()) + " distinct)";
+    return r;
+}
 
 std::string shape_str(const std::vector<int64_t>& s) {
     std::string r = "[";
     for (size_t i = 0; i < s.size(); ++i) r += (i ? ", " : "") + std::to_string(s[i]);
     return r + "]";
+}
+
+// Every key through the renames, in order (each replaces every occurrence of OLD). A rename
+// that changes no key, or two keys renamed to one, is an error. Returns the keys changed.
+int apply_renames(TensorMap& t, const std::vector<std::pair<std::string, std::string>>& renames, const std::string& what) {
+    if (renames.empty()) return 0;
+    std::vector<int> used(renames.size(), 0);
+    TensorMap out;
+    int changed = 0;
+    for (auto& kv : t) {
+        std::string k = kv.first;
+        for (size_t i = 0; i < renames.size(); ++i) {
+            const auto& [from, to] = renames[i];
+            for (size_t at = k.find(from); at != std::string::npos; at = k.find(from, at + to.size())) {
+                k.replace(at, from.size(), to);
+                ++used[i];
+            }
+        }
+        changed += k != kv.first;
+        const std::string key = k;
+        if (!out.emplace(std::move(k), std::move(kv.second)).second) {
+            fail(what, ": --rename maps two keys to '", printable(key), "' (one of them '", printable(kv.first), "')");
+        }
+    }
+    for (size_t i = 0; i < renames.size(); ++i) {
+        if (!used[i]) fail(what, ": --rename ", printable(renames[i].first), "=", printable(renames[i].second), " matches no key");
+    }
+    t.swap(out);
+    return changed;
+}
+
+// n_head from the source (model_args, config.json, the gpt.py heads) against --n-head.
+int agreed_n_head(int source, int given, const char* source_name, const std::string& what) {
+    if (given > 0 && source > 0 && given != source) fail(what, ": --n-head ", given, " but ", source_name, " gives n_head ", source);
+    return source > 0 ? source : given;
 }
 
 void strip_prefixes(TensorMap& t, std::string& stripped) {
@@ -55,10 +132,10 @@ struct Taker {
 
     SourceTensor take(const std::string& key, const std::vector<int64_t>& shape) {
         auto it = t.find(key);
-        if (it == t.end()) fail(what, ": tensor '", key, "' is missing");
+        if (it == t.end()) fail_as<KeyMissing>(what, ": tensor '", key, "' is missing");
         SourceTensor s = std::move(it->second);
         t.erase(it);
-        if (s.shape != shape) fail(what, ": tensor '", key, "' has shape ", shape_str(s.shape), ", expected ", shape_str(shape));
+        if (s.shape != shape) fail_as<ShapeMismatch>(what, ": tensor '", key, "' has shape ", shape_str(s.shape), ", expected ", shape_str(shape));
         return s;
     }
     bool has(const std::string& key) const { return t.count(key) != 0; }
@@ -151,8 +228,8 @@ bool ends_with(const std::string& s, const std::string& tail) {
 
 const std::vector<int64_t>& shape_of(const TensorMap& t, const std::string& key, const std::string& what, size_t rank) {
     auto it = t.find(key);
-    if (it == t.end()) fail(what, ": tensor '", key, "' is missing");
-    if (it->second.shape.size() != rank) fail(what, ": tensor '", key, "' has shape ", shape_str(it->second.shape), ", expected rank ", rank);
+    if (it == t.end()) fail_as<KeyMissing>(what, ": tensor '", key, "' is missing");
+    if (it->second.shape.size() != rank) fail_as<ShapeMismatch>(what, ": tensor '", key, "' has shape ", shape_str(it->second.shape), ", expected rank ", rank);
     return it->second.shape;
 }
 
@@ -178,22 +255,22 @@ void finish(TensorMap& t, CanonicalModel& out, const std::string& what) {
             ++it;
         }
     }
-    if (!t.empty()) fail(what, ": unexpected tensor '", printable(t.begin()->first), "' for a ", arch_name(out.config.arch), " checkpoint");
+    if (!t.empty()) fail_as<KeyMissing>(what, ": unexpected tensor '", printable(t.begin()->first), "' for a ", arch_name(out.config.arch), " checkpoint");
     // The mapping produced exactly the canonical set, in file order (runtime/tensors.h).
     size_t i = 0;
     for (const CanonicalEntry& e : canonical_tensors(out.config)) {
         const bool here = i < out.tensors.size() && out.tensors[i].name == e.name;
-        if (!here && e.required) fail(what, ": the ", arch_name(out.config.arch), " mapping produced no tensor '", e.name, "'");
+        if (!here && e.required) fail_as<KeyMissing>(what, ": the ", arch_name(out.config.arch), " mapping produced no tensor '", e.name, "'");
         if (!here) continue;
         if (out.tensors[i].shape != e.shape) {
-            fail(what, ": tensor '", e.name, "' maps to shape ", shape_str(out.tensors[i].shape), ", expected ", shape_str(e.shape));
+            fail_as<ShapeMismatch>(what, ": tensor '", e.name, "' maps to shape ", shape_str(out.tensors[i].shape), ", expected ", shape_str(e.shape));
         }
         ++i;
     }
     if (i != out.tensors.size()) fail(what, ": the ", arch_name(out.config.arch), " mapping produced tensor '", out.tensors[i].name, "' out of the canonical order");
 }
 
-CanonicalModel map_gptpy(TensorMap& t, const std::string& what, CanonicalModel out) {
+CanonicalModel map_gptpy(TensorMap& t, const std::string& what, const ArchOverrides& over, CanonicalModel out) {
     ModelConfig& c = out.config;
     c.arch = Arch::GptPy;
     c.activation = kernels::ActivationKind::ReLU;
@@ -202,9 +279,10 @@ CanonicalModel map_gptpy(TensorMap& t, const std::string& what, CanonicalModel o
     c.n_embd = static_cast<int>(wte[1]);
     c.block_size = static_cast<int>(shape_of(t, "position_embedding_table.weight", what, 2)[0]);
     c.n_layer = count_indexed(t, "blocks.", ".");
-    if (c.n_layer <= 0) fail(what, ": no transformer blocks (blocks.N.*) found", c.n_layer < 0 ? " (a gap in the numbering, or an index over 9999)" : "");
+    if (c.n_layer <= 0) fail_as<KeyMissing>(what, ": no transformer blocks (blocks.N.*) found", c.n_layer < 0 ? " (a gap in the numbering, or an index over 9999)" : "");
     c.n_head = count_indexed(t, "blocks.0.sa.heads.", ".query.weight", true);
-    if (c.n_head <= 0) fail(what, ": blocks.0.sa.heads.N.query.weight not found");
+    if (c.n_head <= 0) fail_as<KeyMissing>(what, ": blocks.0.sa.heads.N.query.weight not found");
+    c.n_head = agreed_n_head(c.n_head, over.n_head, "the count of blocks.0.sa.heads.N", what);
     const int64_t hs = shape_of(t, "blocks.0.sa.heads.0.query.weight", what, 2)[0];
     // hs is bounded first: a pickle may give a zero-element [2^62, 0] tensor, and hs * n_head overflowed.
     if (hs <= 0 || hs > c.n_embd || hs * c.n_head != c.n_embd) fail(what, ": n_head ", c.n_head, " x head_size ", hs, " != n_embd ", c.n_embd);
@@ -238,7 +316,8 @@ CanonicalModel map_gptpy(TensorMap& t, const std::string& what, CanonicalModel o
     return out;
 }
 
-CanonicalModel map_nanogpt(TensorMap& t, const std::string& model_args, const std::string& what, CanonicalModel out) {
+CanonicalModel map_nanogpt(TensorMap& t, const std::string& model_args, const std::string& what, const ArchOverrides& over,
+                           CanonicalModel out) {
     ModelConfig& c = out.config;
     c.arch = Arch::NanoGPT;
     c.activation = kernels::ActivationKind::GeluErf;
@@ -248,16 +327,16 @@ CanonicalModel map_nanogpt(TensorMap& t, const std::string& model_args, const st
     c.n_embd = static_cast<int>(wte[1]);
     c.block_size = static_cast<int>(shape_of(t, p + "wpe.weight", what, 2)[0]);
     c.n_layer = count_indexed(t, "transformer.h.", ".");
-    if (c.n_layer <= 0) fail(what, ": no transformer blocks (transformer.h.N.*) found");
-    if (model_args.empty()) fail(what, ": nanoGPT checkpoint without model_args: n_head cannot be read from the weights");
-    nlohmann::json args;
+    if (c.n_layer <= 0) fail_as<KeyMissing>(what, ": no transformer blocks (transformer.h.N.*) found");
+    if (model_args.empty() && over.n_head <= 0) fail(what, ": nanoGPT checkpoint without model_args: n_head cannot be read from the weights (give --n-head)");
+    nlohmann::json args = nlohmann::json::object();
     try {
-        args = nlohmann::json::parse(model_args);
+        if (!model_args.empty()) args = nlohmann::json::parse(model_args);
     } catch (const std::exception& e) {
         fail(what, ": model_args is not readable: ", e.what());
     }
-    if (!args.contains("n_head") || !args["n_head"].is_number_integer()) fail(what, ": model_args has no integer n_head");
-    c.n_head = args["n_head"].get<int>();
+    if (!model_args.empty() && (!args.contains("n_head") || !args["n_head"].is_number_integer())) fail(what, ": model_args has no integer n_head");
+    c.n_head = agreed_n_head(model_args.empty() ? 0 : args["n_head"].get<int>(), over.n_head, "model_args", what);
     for (const char* k : {"n_layer", "n_embd", "block_size"}) {
         if (args.contains(k) && args[k].is_number_integer()) {
             const int v = args[k].get<int>();
@@ -306,7 +385,8 @@ SourceTensor transposed(SourceTensor&& s) {
     return std::move(s);
 }
 
-CanonicalModel map_hf_gpt2(TensorMap& t, const std::string& config_json, const std::string& what, CanonicalModel out) {
+CanonicalModel map_hf_gpt2(TensorMap& t, const std::string& config_json, const std::string& what, const ArchOverrides& over,
+                           CanonicalModel out) {
     ModelConfig& c = out.config;
     c.arch = Arch::HfGpt2;
     if (config_json.empty()) {
@@ -342,7 +422,7 @@ CanonicalModel map_hf_gpt2(TensorMap& t, const std::string& config_json, const s
         fail(what, ": config.json model_type is ", mt.is_string() ? "\"" + printable(mt.get<std::string>()) + "\"" : std::string("a JSON ") + mt.type_name(),
              ", not \"gpt2\"");
     }
-    c.n_head = get_int({"n_head"}, true);
+    c.n_head = agreed_n_head(get_int({"n_head"}, true), over.n_head, "config.json", what);
     const int cfg_layer = get_int({"n_layer"}, true), cfg_embd = get_int({"n_embd"}, true);
     const int cfg_pos = get_int({"n_positions", "n_ctx"}, true), cfg_vocab = get_int({"vocab_size"}, true);
     const int cfg_inner = get_int({"n_inner"}, false);
@@ -365,13 +445,13 @@ CanonicalModel map_hf_gpt2(TensorMap& t, const std::string& config_json, const s
     // Keys with "transformer." (GPT2LMHeadModel) or without (GPT2Model).
     const std::string p = t.count("transformer.h.0.attn.c_attn.weight") || t.count("transformer.wte.weight") ? "transformer." : "";
     const bool has_wte = t.count(p + "wte.weight") != 0, has_lm = t.count("lm_head.weight") != 0;
-    if (!has_wte && !has_lm) fail(what, ": neither ", p, "wte.weight nor lm_head.weight is present");
+    if (!has_wte && !has_lm) fail_as<KeyMissing>(what, ": neither ", p, "wte.weight nor lm_head.weight is present");
     const auto& emb = shape_of(t, has_wte ? p + "wte.weight" : "lm_head.weight", what, 2);
     c.vocab_size = static_cast<int>(emb[0]);
     c.n_embd = static_cast<int>(emb[1]);
     c.block_size = static_cast<int>(shape_of(t, p + "wpe.weight", what, 2)[0]);
     c.n_layer = count_indexed(t, p + "h.", ".");
-    if (c.n_layer <= 0) fail(what, ": no transformer blocks (", p, "h.N.*) found");
+    if (c.n_layer <= 0) fail_as<KeyMissing>(what, ": no transformer blocks (", p, "h.N.*) found");
     const std::pair<const char*, std::pair<int, int>> agree[] = {{"n_layer", {cfg_layer, c.n_layer}},
                                                                  {"n_embd", {cfg_embd, c.n_embd}},
                                                                  {"n_positions", {cfg_pos, c.block_size}},
@@ -414,42 +494,82 @@ CanonicalModel map_hf_gpt2(TensorMap& t, const std::string& config_json, const s
     return out;
 }
 
+// The architecture chosen, how it reads the weights, why, and how to choose another: said
+// when a shape does not fit.
+std::string layout_reason(ArchChoice arch, bool by_auto, const std::string& why) {
+    const std::string how = by_auto ? why : "because of --arch";
+    switch (arch) {
+    case ArchChoice::HfGpt2:
+        return "read as Hugging Face GPT-2 (Conv1D weights stored [in, out], transposed) " + how +
+               "; for nn.Linear weights [out, in] (nanoGPT, makemore) give --arch nanogpt (with --n-head N without model_args)";
+    case ArchChoice::NanoGPT:
+        return "read as nanoGPT (nn.Linear weights [out, in]) " + how +
+               "; for Hugging Face Conv1D weights [in, out] give --arch hf-gpt2 with its config.json beside the checkpoint";
+    default:
+        return "read as the lecture's gpt.py (per-head query/key/value [head_size, n_embd]) " + how + "; --arch chooses another (auto, gptpy, nanogpt, hf-gpt2)";
+    }
+}
+
+CanonicalModel map_chosen(TensorMap& t, ArchChoice arch, const Checkpoint& ckpt, const std::string& what, const std::string& hf_config_json,
+                          const ArchOverrides& over, CanonicalModel out) {
+    if (arch == ArchChoice::HfGpt2) return map_hf_gpt2(t, hf_config_json, what, over, std::move(out));
+    if (arch == ArchChoice::GptPy) {
+        if (!t.count("token_embedding_table.weight")) {
+            fail_as<KeyMissing>(what, ": not a gpt.py state_dict (no token_embedding_table.weight); --arch auto detects the architecture");
+        }
+        return map_gptpy(t, what, over, std::move(out));
+    }
+    if (!t.count("transformer.wte.weight")) {
+        fail_as<KeyMissing>(what, ": not a nanoGPT checkpoint (no transformer.wte.weight); --arch auto detects the architecture");
+    }
+    if (ckpt.model_args_json.empty() && over.n_head <= 0) {
+        fail(what, ": nanoGPT checkpoint without model_args: n_head cannot be read from the weights",
+             " (give --n-head N; for a Hugging Face GPT-2 checkpoint, put its config.json beside it)");
+    }
+    return map_nanogpt(t, ckpt.model_args_json, what, over, std::move(out));
+}
+
 }  // namespace
 
-CanonicalModel to_canonical(Checkpoint&& ckpt, ArchChoice arch, const std::string& what, const std::string& hf_config_json) {
+CanonicalModel to_canonical(Checkpoint&& ckpt, ArchChoice arch, const std::string& what, const std::string& hf_config_json,
+                            const ArchOverrides& over) {
     CanonicalModel out;
     out.dropped = ckpt.skipped;
     TensorMap& t = ckpt.tensors;
+    out.renamed_keys = apply_renames(t, over.renames, what);
     strip_prefixes(t, out.stripped_prefix);
-    if (arch == ArchChoice::Auto) {
+    const std::string keys = found_keys(t);
+    const std::string rename_hint = "; keys found: " + keys + " (numbers as N); --rename OLD=NEW maps them onto the names expected";
+    const bool by_auto = arch == ArchChoice::Auto;
+    std::string why;
+    if (by_auto) {
         const bool gpt2_keys = t.count("transformer.h.0.attn.c_attn.weight") || t.count("transformer.wte.weight");
         const bool hf_bare_keys = t.count("h.0.attn.c_attn.weight") || t.count("wte.weight");
         if (t.count("token_embedding_table.weight")) {
             arch = ArchChoice::GptPy;
-        } else if (hf_bare_keys || (gpt2_keys && ckpt.model_args_json.empty() && !hf_config_json.empty())) {
+            why = "because of token_embedding_table.weight";
+        } else if (hf_bare_keys) {
             arch = ArchChoice::HfGpt2;
+            why = "because its keys have no transformer. prefix (Hugging Face GPT2Model)";
+        } else if (gpt2_keys && ckpt.model_args_json.empty() && !hf_config_json.empty()) {
+            arch = ArchChoice::HfGpt2;
+            why = "because config.json is beside the checkpoint and it has no model_args";
         } else if (gpt2_keys) {
             arch = ArchChoice::NanoGPT;
+            why = ckpt.model_args_json.empty() ? "because of transformer.wte.weight and no config.json beside it"
+                                               : "because of transformer.wte.weight and model_args";
         } else {
             fail(what, ": neither a gpt.py state_dict (token_embedding_table.weight) nor a nanoGPT / GPT-2 one (transformer.wte.weight, h.0.attn.c_attn.weight)",
-                 t.empty() ? " (no tensors)" : "; first key is '" + printable(t.begin()->first) + "'");
+                 t.empty() ? " (no tensors)" : rename_hint);
         }
     }
-    if (arch == ArchChoice::HfGpt2) return map_hf_gpt2(t, hf_config_json, what, std::move(out));
-    if (arch == ArchChoice::GptPy) {
-        if (!t.count("token_embedding_table.weight")) {
-            fail(what, ": not a gpt.py state_dict (no token_embedding_table.weight); --arch auto detects the architecture");
-        }
-        return map_gptpy(t, what, std::move(out));
+    try {
+        return map_chosen(t, arch, ckpt, what, hf_config_json, over, std::move(out));
+    } catch (const KeyMissing& e) {
+        throw Error(e.what() + rename_hint);
+    } catch (const ShapeMismatch& e) {
+        throw Error(std::string(e.what()) + ": " + layout_reason(arch, by_auto, why));
     }
-    if (!t.count("transformer.wte.weight")) {
-        fail(what, ": not a nanoGPT checkpoint (no transformer.wte.weight); --arch auto detects the architecture");
-    }
-    if (ckpt.model_args_json.empty()) {
-        fail(what, ": nanoGPT checkpoint without model_args: n_head cannot be read from the weights",
-             " (for a Hugging Face GPT-2 checkpoint, put its config.json beside it)");
-    }
-    return map_nanogpt(t, ckpt.model_args_json, what, std::move(out));
 }
 
 }  // namespace ember::convert

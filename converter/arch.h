@@ -20,6 +20,7 @@
 #pragma once
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "converter/checkpoint.h"
@@ -29,6 +30,17 @@ namespace ember::convert {
 
 enum class ArchChoice { Auto, GptPy, NanoGPT, HfGpt2 };
 ArchChoice parse_arch(const std::string& s);  // auto | gptpy | nanogpt | hf-gpt2
+
+// What the weights cannot tell, as `ember convert` is told it. n_head: 0 = from model_args,
+// config.json or the gpt.py heads (given as well, it must agree with them); renames: literal
+// substring replacements (OLD, NEW) applied in order to every key before mapping.
+struct ArchOverrides {
+    int n_head = 0;
+    std::vector<std::pair<std::string, std::string>> renames;
+};
+
+// --rename OLD=NEW (OLD not empty). Throws ember::Error.
+std::pair<std::string, std::string> parse_rename(const std::string& s);
 
 struct CanonicalTensor {
     std::string name;              // canonical name
@@ -43,6 +55,7 @@ struct CanonicalModel {
     std::vector<CanonicalTensor> tensors;  // in file order
     std::string stripped_prefix;           // "" when none
     std::vector<std::string> dropped;      // buffers dropped (tril, attn.bias, ...)
+    int renamed_keys = 0;                  // keys changed by ArchOverrides::renames
 };
 
 // `what` names the checkpoint in messages. Consumes the checkpoint's tensors (moved out).
@@ -50,6 +63,6 @@ struct CanonicalModel {
 // there is none); with ArchChoice::Auto, GPT-2 key names without nanoGPT's model_args and
 // with a config.json are read as hf-gpt2.
 CanonicalModel to_canonical(Checkpoint&& ckpt, ArchChoice arch, const std::string& what,
-                            const std::string& hf_config_json = "");
+                            const std::string& hf_config_json = "", const ArchOverrides& over = {});
 
 }  // namespace ember::convert

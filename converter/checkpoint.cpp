@@ -12,6 +12,7 @@
 #include <set>
 #include <nlohmann/json.hpp>
 
+#include "converter/alloc.h"
 #include "converter/safetensors.h"
 #include "converter/source_values.h"
 #include "runtime/utf8.h"
@@ -128,7 +129,7 @@ SourceTensor materialize(const std::string& path, const std::string& name, const
              "' holds (", available, "); expanded views are not supported");
     }
 
-    out.values.resize(static_cast<size_t>(numel));
+    resize_or_fail(out.values, static_cast<size_t>(numel), path + ": " + where + " as f32");
     if (numel == 0) return out;
     // Walk the view's indices in row-major order (an odometer over the dimensions).
     const size_t dims = t.shape.size();
@@ -331,7 +332,7 @@ Checkpoint read_torch_legacy(const std::string& path) {
         if (!in) fail(path, ": cannot open (", std::strerror(errno), ")");
         const std::streamoff size = in.tellg();
         if (size < 0 || static_cast<uint64_t>(size) > kMaxStorageBytes) fail(path, ": legacy checkpoint of implausible size");
-        file.resize(static_cast<size_t>(size));
+        resize_or_fail(file, static_cast<size_t>(size), path + " (the whole legacy checkpoint, read into memory)");
         in.seekg(0);
         if (!in.read(reinterpret_cast<char*>(file.data()), size)) fail(path, ": read failed");
     }

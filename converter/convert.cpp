@@ -2,13 +2,20 @@
 
 #include <unistd.h>
 
+#include <cmath>
+#include <algorithm>
 #include <cstdio>
+#include <cstdlib>
+#include <memory>
 #include <set>
 #include <sstream>
 
 #include "converter/gpt2_tokenizer.h"
 #include "runtime/error.h"
+#include "runtime/eval.h"
 #include "runtime/model.h"
+#include "runtime/session.h"
+#include "runtime/tokenizer.h"
 #include "runtime/paths.h"
 #include "runtime/sha256.h"
 #include "runtime/utf8.h"
@@ -30,7 +37,86 @@ std::string read_beside_config(const std::string& checkpoint) {
     return read_text_file(path, size_t{1} << 20);
 }
 
+
+// Mean loss of the windows ids under model as it is (f32 weights): written beside the output,
+// opened, removed (the mapping stays valid), scored by the CPU backend.
+double score_windows(const CanonicalModel& model, const TokenizerSpec& tok, const ProvenanceInfo& prov, const ConvertOptions& opts,
+                     const std::vector<int>& ids) {
+    WriteOptions w = opts.write;
+    w.dtype = WeightDType::F32;
+    const std::string probe = opts.out + ".scale-check-" + std::to_string(::getpid());
+    write_ember(model, tok, prov, w, probe);
+    std::unique_ptr<Model> m;
+    try {
+        m = Model::open(probe);
+    } catch (...) {
+        ::unlink(probe.c_str());
+        throw;
+    }
+    ::unlink(probe.c_str());
+    SessionOptions so;
+    so.all_logits = true;
+    so.kv_cache = KvDType::F32;
+    Session s(*m, so);
+    return evaluate(s, ids.data(), static_cast<int64_t>(ids.size()), m->config().block_size, m->config().vocab_size).loss;
+}
+
+// convert()'s scale check (convert.h): sets r's losses and note, and the scale to write.
+void check_scale(CanonicalModel& model, const TokenizerSpec& tok, const ProvenanceInfo& prov, const ConvertOptions& opts, ConvertResult& r) {
+    ModelConfig& c = model.config;
+    const std::string text = read_text_file(opts.vocab_text);
+    std::vector<int> ids = CharTokenizer(tok.code_points).encode(text, printable(opts.vocab_text, 200));
+    const size_t n = std::min(ids.size(), static_cast<size_t>(kScaleCheckWindows) * static_cast<size_t>(c.block_size) + 1);
+    const float head = 1.0f / std::sqrt(static_cast<float>(c.head_size())), embd = 1.0f / std::sqrt(static_cast<float>(c.n_embd));
+    if (n < 2 || head == embd) return;  // one head: the scales agree
+    ids.resize(n);
+    c.attn_scale = head;
+    r.loss_head = score_windows(model, tok, prov, opts, ids);
+    c.attn_scale = embd;
+    r.loss_embd = score_windows(model, tok, prov, opts, ids);
+    r.scale_checked = true;
+    r.scale_check_tokens = static_cast<int64_t>(n) - 1;
+    const bool embd_better = r.loss_embd < r.loss_head;
+    char buf[512];
+    if (opts.attention_scale.kind == ScaleKind::Auto) {
+        c.attn_scale = embd_better ? embd : head;
+        std::snprintf(buf, sizeof buf, "--attention-scale auto chose %s: loss %.4f with 1/sqrt(n_embd), %.4f with 1/sqrt(head_size) over %lld tokens of %s",
+                      embd_better ? "embd (1/sqrt(n_embd), the early gpt.py scale)" : "head (1/sqrt(head_size))", r.loss_embd, r.loss_head,
+                      static_cast<long long>(r.scale_check_tokens), base_name(opts.vocab_text).c_str());
+        r.scale_note = buf;
+        r.scale_given = true;
+        return;
+    }
+    c.attn_scale = head;  // the default
+    if (r.loss_head - r.loss_embd > kScaleCheckMargin) {
+        std::snprintf(buf, sizeof buf,
+                      "warning: the text fits the early gpt.py attention scale better: loss %.4f with 1/sqrt(n_embd) against %.4f with "
+                      "1/sqrt(head_size) (written) over %lld tokens of %s; if the model was trained with C**-0.5 (C = n_embd), "
+                      "convert with --attention-scale embd (or auto)",
+                      r.loss_embd, r.loss_head, static_cast<long long>(r.scale_check_tokens), base_name(opts.vocab_text).c_str());
+        r.scale_note = buf;
+    }
+}
 }  // namespace
+
+AttentionScaleChoice parse_attention_scale(const std::string& s) {
+    if (s == "head") return {ScaleKind::Head, 0.0f};
+    if (s == "embd") return {ScaleKind::Embd, 0.0f};
+    if (s == "auto") return {ScaleKind::Auto, 0.0f};
+    char* end = nullptr;
+    const float v = std::strtof(s.c_str(), &end);
+    if (s.empty() || end != s.c_str() + s.size() || !std::isfinite(v) || v <= 0.0f) {
+        fail("--attention-scale '", printable(s), "': expected head (1/sqrt(head_size)), embd (1/sqrt(n_embd)), auto or a number > 0");
+    }
+    return {ScaleKind::Value, v};
+}
+
+kernels::ActivationKind parse_activation(const std::string& s) {
+    if (s == "relu") return kernels::ActivationKind::ReLU;
+    if (s == "gelu") return kernels::ActivationKind::GeluErf;
+    if (s == "gelu-tanh") return kernels::ActivationKind::GeluTanh;
+    fail("--activation '", printable(s), "': expected relu, gelu (erf, nn.GELU()) or gelu-tanh (tanh approximation, GPT-2's gelu_new)");
+}
 
 std::vector<uint32_t> vocab_from_text(const std::string& path) {
     const std::string text = read_text_file(path);
@@ -44,7 +130,7 @@ ConvertResult convert(const ConvertOptions& opts) {
     const int n_vocab_sources = !opts.vocab_text.empty() + !opts.meta.empty() + !opts.tokenizer.empty();
     if (n_vocab_sources != 1) {
         fail("a vocabulary is needed: give exactly one of --vocab-text FILE or --meta META.pkl (char models) or "
-             "--tokenizer encoder.json --tokenizer vocab.bpe (GPT-2)");
+             "--tokenizer encoder.json --tokenizer vocab.bpe or --tokenizer tokenizer.json (GPT-2)");
     }
     {
         const size_t slash = opts.checkpoint.rfind('/');
@@ -72,7 +158,19 @@ ConvertResult convert(const ConvertOptions& opts) {
     r.tokenizer_size = tok.bpe.size() > 0 ? tok.bpe.size() : static_cast<int>(tok.code_points.size());
     if (opts.arch == ArchChoice::Auto || opts.arch == ArchChoice::HfGpt2) r.hf_config = read_beside_config(opts.checkpoint);
     Checkpoint ckpt = read_checkpoint(opts.checkpoint);
-    CanonicalModel model = to_canonical(std::move(ckpt), opts.arch, printable(opts.checkpoint, 200), r.hf_config);
+    CanonicalModel model = to_canonical(std::move(ckpt), opts.arch, printable(opts.checkpoint, 200), r.hf_config, opts.overrides);
+    ModelConfig& c = model.config;
+    if (opts.activation) c.activation = *opts.activation;
+    switch (opts.attention_scale.kind) {
+    case ScaleKind::Default: break;
+    case ScaleKind::Auto: break;  // chosen below, from the text
+    case ScaleKind::Head: c.attn_scale = 1.0f / std::sqrt(static_cast<float>(c.head_size())); break;
+    case ScaleKind::Embd: c.attn_scale = 1.0f / std::sqrt(static_cast<float>(c.n_embd)); break;
+    case ScaleKind::Value: c.attn_scale = opts.attention_scale.value; break;
+    }
+    r.activation_given = opts.activation.has_value();
+    r.scale_given = opts.attention_scale.kind != ScaleKind::Default;
+    r.renamed_keys = model.renamed_keys;
     if (model.config.arch != Arch::HfGpt2) r.hf_config.clear();
     if (tok.bpe.size() > 0) {
         if (tok.bpe.size() > model.config.vocab_size) {
@@ -84,6 +182,13 @@ ConvertResult convert(const ConvertOptions& opts) {
              " characters but the checkpoint's wte has ", model.config.vocab_size, " rows: it is not the vocabulary this model was trained with");
     }
     ProvenanceInfo prov{base_name(opts.checkpoint), sha256_file(opts.checkpoint), r.vocab_source};
+    const bool check = c.arch == Arch::GptPy && !opts.vocab_text.empty() &&
+                       (opts.attention_scale.kind == ScaleKind::Default || opts.attention_scale.kind == ScaleKind::Auto);
+    if (opts.attention_scale.kind == ScaleKind::Auto && !check) {
+        fail("--attention-scale auto scores the training text: it needs a gpt.py checkpoint and --vocab-text (this is ", arch_name(c.arch),
+             opts.vocab_text.empty() ? " without --vocab-text)" : ")");
+    }
+    if (check) check_scale(model, tok, prov, opts, r);
     r.report = write_ember(model, tok, prov, opts.write, opts.out);  // checked by Model::open before it replaces anything
     r.config = model.config;
     r.stripped_prefix = model.stripped_prefix;
@@ -98,6 +203,15 @@ std::string format_summary(const ConvertResult& r) {
        << (c.tied_lm_head ? "tied to wte" : "own weights") << ")\n";
     os << "config: n_layer " << c.n_layer << ", n_head " << c.n_head << ", n_embd " << c.n_embd << ", block_size "
        << c.block_size << ", vocab_size " << c.vocab_size << ", ffn_hidden " << c.ffn_hidden << "\n";
+    os << "attention scale: " << attn_scale_text(c) << (r.scale_given ? ", from --attention-scale" : "") << "; activation "
+       << activation_name(c.activation) << (r.activation_given ? ", from --activation" : "") << "\n";
+    if (r.scale_checked && r.scale_note.empty()) {
+        char buf[200];
+        std::snprintf(buf, sizeof buf, "attention scale checked on %lld tokens of the text: loss %.4f with 1/sqrt(head_size), %.4f with 1/sqrt(n_embd)\n",
+                      static_cast<long long>(r.scale_check_tokens), r.loss_head, r.loss_embd);
+        os << buf;
+    }
+    if (r.renamed_keys > 0) os << "renamed keys: " << r.renamed_keys << " (--rename)\n";
     os << "vocabulary: " << r.vocab_source << "\n";
     if (r.bpe_merges >= 0) {
         os << "tokenizer: byte-level BPE, " << r.tokenizer_size << " tokens, " << r.bpe_merges << " merges";

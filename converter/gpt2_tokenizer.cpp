@@ -54,45 +54,22 @@ std::string token_bytes(const std::string& s, const std::unordered_map<uint32_t,
 
 }  // namespace
 
-BpeData read_gpt2_tokenizer(const std::vector<std::string>& files) {
-    std::string vocab_path, merges_path;
-    if (files.size() == 1 && is_dir(files[0])) {
-        const std::string d = files[0] + "/";
-        if (exists(d + "encoder.json") && exists(d + "vocab.bpe")) {
-            vocab_path = d + "encoder.json";
-            merges_path = d + "vocab.bpe";
-        } else if (exists(d + "vocab.json") && exists(d + "merges.txt")) {
-            vocab_path = d + "vocab.json";
-            merges_path = d + "merges.txt";
-        } else {
-            fail(printable(files[0], 200), ": holds neither encoder.json + vocab.bpe nor vocab.json + merges.txt");
-        }
-    } else if (files.size() == 2) {
-        for (const std::string& f : files) {
-            const std::string head = read_text_file(f, kMaxFileBytes).substr(0, 64);
-            const size_t first = head.find_first_not_of(" \t\r\n");
-            (first != std::string::npos && head[first] == '{' ? vocab_path : merges_path) = f;
-        }
-        if (vocab_path.empty() || merges_path.empty()) {
-            fail("--tokenizer: give GPT-2's encoder.json (a JSON object) and vocab.bpe (the merges), or a folder holding them");
-        }
-    } else {
-        fail("--tokenizer: give GPT-2's encoder.json and vocab.bpe (or vocab.json and merges.txt), or a folder holding them");
-    }
-    const std::string vw = printable(vocab_path, 200), mw = printable(merges_path, 200);
+namespace {
 
+struct Merge {
+    std::string a, b;
+    std::string where;  // FILE:LINE or FILE: model.merges[i]
+};
+
+// The BPE of a {token: id} vocabulary (GPT-2's byte alphabet), tokens added past it (raw
+// bytes; tokenizer.json's added_tokens that the vocabulary lacks) and the merges in rank order.
+BpeData build_bpe(const nlohmann::json& enc, const std::vector<std::string>& added, const std::vector<Merge>& merges,
+                  const std::string& vw, const std::string& both) {
     std::unordered_map<uint32_t, uint8_t> byte_of;
     for (int b = 0; b < 256; ++b) byte_of[gpt2_byte_to_code_point(static_cast<uint8_t>(b))] = static_cast<uint8_t>(b);
-
-    nlohmann::json enc;
-    try {
-        enc = nlohmann::json::parse(read_text_file(vocab_path, kMaxFileBytes));
-    } catch (const nlohmann::json::exception& e) {
-        fail(vw, ": not valid JSON (", e.what(), ")");
-    }
     if (!enc.is_object()) fail(vw, ": not a JSON object {token: id}");
     const size_t n = enc.size();
-    if (n < 256 || n > static_cast<size_t>(kMaxBpeTokens)) fail(vw, ": holds ", n, " tokens; a byte-level BPE has 256 to ", kMaxBpeTokens);
+    if (n < 256 || n + added.size() > static_cast<size_t>(kMaxBpeTokens)) fail(vw, ": holds ", n + added.size(), " tokens; a byte-level BPE has 256 to ", kMaxBpeTokens);
     std::vector<std::string> tokens(n);
     std::vector<char> have(n, 0);
     std::unordered_map<std::string, uint32_t> id_of;  // token string (GPT-2 alphabet) -> id
@@ -109,17 +86,152 @@ BpeData read_gpt2_tokenizer(const std::vector<std::string>& files) {
         tokens[id] = token_bytes(key, byte_of, vw);
         id_of.emplace(key, id);
     }
+    tokens.insert(tokens.end(), added.begin(), added.end());
 
     BpeData d;
-    d.offsets.reserve(n + 1);
+    d.offsets.reserve(tokens.size() + 1);
     d.offsets.push_back(0);
     for (const std::string& t : tokens) {
         d.bytes += t;
         if (d.bytes.size() > UINT32_MAX) fail(vw, ": the tokens hold more than 4 GiB");
         d.offsets.push_back(static_cast<uint32_t>(d.bytes.size()));
     }
+    for (const Merge& m : merges) {
+        auto ia = id_of.find(m.a), ib = id_of.find(m.b), ic = id_of.find(m.a + m.b);
+        if (ia == id_of.end() || ib == id_of.end() || ic == id_of.end()) {
+            fail(m.where, ": merge '", printable(m.a + " " + m.b), "' uses or makes a token that ", vw, " lacks");
+        }
+        d.merges.push_back({ia->second, ib->second, ic->second});
+    }
+    verify_bpe(d, both);
+    return d;
+}
+
+nlohmann::json parse_json(const std::string& path, const std::string& what) {
+    try {
+        return nlohmann::json::parse(read_text_file(path, kMaxFileBytes));
+    } catch (const nlohmann::json::exception& e) {
+        fail(what, ": not valid JSON (", e.what(), ")");
+    }
+}
+
+// The "type" of a tokenizer.json component, for messages: "null" when absent.
+std::string type_of(const nlohmann::json& j, const char* key) {
+    if (!j.contains(key) || j[key].is_null()) return "null";
+    const auto& v = j[key];
+    if (!v.is_object() || !v.contains("type") || !v["type"].is_string()) return std::string("a JSON ") + v.type_name() + " without a type";
+    return printable(v["type"].get<std::string>());
+}
+
+// Hugging Face tokenizers' tokenizer.json: a BPE model with GPT-2's byte-level pre-tokenizer
+// and decoder; anything else is refused, naming what it is.
+BpeData read_tokenizer_json(const nlohmann::json& j, const std::string& w) {
+    const std::string gpt2 = " (ember reads GPT-2's byte-level BPE only)";
+    if (!j.contains("model") || !j["model"].is_object()) fail(w, ": no \"model\" object: not a tokenizers tokenizer.json");
+    const nlohmann::json& m = j["model"];
+    const std::string mt = type_of(j, "model");
+    if (mt != "BPE") fail(w, ": model.type is ", mt, gpt2, ": a WordPiece, Unigram or WordLevel vocabulary is another tokenizer");
+    if (const std::string pre = type_of(j, "pre_tokenizer"); pre != "ByteLevel") fail(w, ": pre_tokenizer is ", pre, ", not ByteLevel", gpt2);
+    const auto& pre = j["pre_tokenizer"];
+    if (pre.value("add_prefix_space", false) != false) fail(w, ": pre_tokenizer ByteLevel has add_prefix_space true", gpt2, " adds none");
+    if (pre.value("use_regex", true) != true) fail(w, ": pre_tokenizer ByteLevel has use_regex false", gpt2, " splits with GPT-2's pattern");
+    if (const std::string dec = type_of(j, "decoder"); dec != "ByteLevel") fail(w, ": decoder is ", dec, ", not ByteLevel", gpt2);
+    if (const std::string norm = type_of(j, "normalizer"); norm != "null") fail(w, ": normalizer is ", norm, gpt2, " has none");
+    for (const char* k : {"continuing_subword_prefix", "end_of_word_suffix"}) {
+        if (m.contains(k) && !m[k].is_null() && m[k] != "") fail(w, ": model.", k, " is set", gpt2, " has none");
+    }
+    if (m.contains("byte_fallback") && m["byte_fallback"] == true) fail(w, ": model.byte_fallback is true", gpt2);
+    if (!m.contains("vocab") || !m.contains("merges") || !m["merges"].is_array()) fail(w, ": model needs vocab and a merges array");
+    std::vector<Merge> merges;
+    merges.reserve(m["merges"].size());
+    for (size_t i = 0; i < m["merges"].size(); ++i) {
+        const auto& e = m["merges"][i];
+        const std::string where = w + ": model.merges[" + std::to_string(i) + "]";
+        if (e.is_string()) {  // "a b" (tokenizers < 0.20)
+            const std::string line = e.get<std::string>();
+            const size_t sp = line.find(' ');
+            if (sp == std::string::npos || sp == 0 || sp + 1 == line.size() || line.find(' ', sp + 1) != std::string::npos) {
+                fail(where, ": not a merge \"A B\": '", printable(line), "'");
+            }
+            merges.push_back({line.substr(0, sp), line.substr(sp + 1), where});
+        } else if (e.is_array() && e.size() == 2 && e[0].is_string() && e[1].is_string()) {  // ["a", "b"] (tokenizers >= 0.20)
+            merges.push_back({e[0].get<std::string>(), e[1].get<std::string>(), where});
+        } else {
+            fail(where, ": a merge is \"A B\" or [\"A\", \"B\"], not a JSON ", e.type_name());
+        }
+    }
+    // added_tokens: already in the vocabulary under the same id, or the next ids (raw text).
+    std::vector<std::string> added;
+    if (j.contains("added_tokens") && !j["added_tokens"].is_null()) {
+        if (!j["added_tokens"].is_array()) fail(w, ": added_tokens is not an array");
+        const size_t n = m["vocab"].is_object() ? m["vocab"].size() : 0;
+        for (const auto& a : j["added_tokens"]) {
+            if (!a.is_object() || !a.contains("id") || !a["id"].is_number_unsigned() || !a.contains("content") || !a["content"].is_string()) {
+                fail(w, ": an added_tokens entry without an integer id and a string content");
+            }
+            const std::string content = a["content"].get<std::string>();
+            const uint64_t id = a["id"].get<uint64_t>();
+            if (m["vocab"].is_object() && m["vocab"].contains(content)) {
+                if (m["vocab"][content] != id) fail(w, ": added token '", printable(content), "' has id ", id, " but model.vocab gives it ", m["vocab"][content].dump());
+            } else if (id == n + added.size()) {
+                if (content.empty()) fail(w, ": an empty added token");
+                added.push_back(content);
+            } else {
+                fail(w, ": added token '", printable(content), "' has id ", id, "; an added token outside model.vocab must take the next id, ", n + added.size());
+            }
+        }
+    }
+    return build_bpe(m["vocab"], added, merges, w + ": model.vocab", w);
+}
+
+bool is_tokenizer_json(const std::string& path) {
+    if (is_dir(path)) return false;
+    const std::string head = read_text_file(path, kMaxFileBytes).substr(0, 64);
+    const size_t first = head.find_first_not_of(" \t\r\n");
+    if (first == std::string::npos || head[first] != '{') return false;
+    const nlohmann::json j = parse_json(path, printable(path, 200));
+    return j.is_object() && j.contains("model");
+}
+
+}  // namespace
+
+BpeData read_gpt2_tokenizer(const std::vector<std::string>& files) {
+    std::string vocab_path, merges_path;
+    if (files.size() == 1 && !is_dir(files[0]) && is_tokenizer_json(files[0])) {
+        const std::string w = printable(files[0], 200);
+        return read_tokenizer_json(parse_json(files[0], w), w);
+    }
+    if (files.size() == 1 && is_dir(files[0])) {
+        const std::string d = files[0] + "/";
+        if (exists(d + "encoder.json") && exists(d + "vocab.bpe")) {
+            vocab_path = d + "encoder.json";
+            merges_path = d + "vocab.bpe";
+        } else if (exists(d + "vocab.json") && exists(d + "merges.txt")) {
+            vocab_path = d + "vocab.json";
+            merges_path = d + "merges.txt";
+        } else if (exists(d + "tokenizer.json")) {
+            const std::string w = printable(d + "tokenizer.json", 200);
+            return read_tokenizer_json(parse_json(d + "tokenizer.json", w), w);
+        } else {
+            fail(printable(files[0], 200), ": holds neither encoder.json + vocab.bpe nor vocab.json + merges.txt nor tokenizer.json");
+        }
+    } else if (files.size() == 2) {
+        for (const std::string& f : files) {
+            const std::string head = read_text_file(f, kMaxFileBytes).substr(0, 64);
+            const size_t first = head.find_first_not_of(" \t\r\n");
+            (first != std::string::npos && head[first] == '{' ? vocab_path : merges_path) = f;
+        }
+        if (vocab_path.empty() || merges_path.empty()) {
+            fail("--tokenizer: give GPT-2's encoder.json (a JSON object) and vocab.bpe (the merges), or a folder holding them");
+        }
+    } else {
+        fail("--tokenizer: give GPT-2's encoder.json and vocab.bpe (or vocab.json and merges.txt), a tokenizer.json, or a folder holding them");
+    }
+    const std::string vw = printable(vocab_path, 200), mw = printable(merges_path, 200);
+    const nlohmann::json enc = parse_json(vocab_path, vw);
 
     const std::string text = read_text_file(merges_path, kMaxFileBytes);
+    std::vector<Merge> merges;
     size_t pos = 0, line_no = 0;
     while (pos < text.size()) {
         size_t end = text.find('\n', pos);
@@ -133,15 +245,9 @@ BpeData read_gpt2_tokenizer(const std::vector<std::string>& files) {
         if (sp == std::string::npos || sp == 0 || sp + 1 == line.size() || line.find(' ', sp + 1) != std::string::npos) {
             fail(mw, ":", line_no, ": not a merge \"A B\": '", printable(line), "'");
         }
-        const std::string a = line.substr(0, sp), b = line.substr(sp + 1);
-        auto ia = id_of.find(a), ib = id_of.find(b), ic = id_of.find(a + b);
-        if (ia == id_of.end() || ib == id_of.end() || ic == id_of.end()) {
-            fail(mw, ":", line_no, ": merge '", printable(line), "' uses or makes a token that ", vw, " lacks");
-        }
-        d.merges.push_back({ia->second, ib->second, ic->second});
+        merges.push_back({line.substr(0, sp), line.substr(sp + 1), mw + ":" + std::to_string(line_no)});
     }
-    verify_bpe(d, vw + " + " + mw);
-    return d;
+    return build_bpe(enc, {}, merges, vw, vw + " + " + mw);
 }
 
 }  // namespace ember::convert

@@ -4,6 +4,11 @@
 //     ids 0..n-1 each once;
 //   vocab.bpe (Hugging Face: merges.txt): "#version: ..." then one merge "A B" per line in rank
 //     order; A, B and AB must be tokens.
+//   tokenizer.json (Hugging Face tokenizers, one file): model.type "BPE" with model.vocab and
+//     model.merges ("A B" strings, or ["A", "B"] pairs since tokenizers 0.20), a ByteLevel
+//     pre_tokenizer (add_prefix_space false) and decoder, no normalizer; added_tokens either in
+//     model.vocab under the same id or taking the next ids (their text as raw bytes). Another
+//     model (WordPiece, Unigram, WordLevel) or pre-tokenizer is refused, naming it.
 // Special tokens such as <|endoftext|> are ordinary entries of encoder.json no merge makes, so
 // encoding never produces them (tiktoken's encode_ordinary) and decoding gives their text.
 #pragma once
@@ -16,7 +21,8 @@
 namespace ember::convert {
 
 // files: the two files in either order (told apart by content: a JSON object or a merges
-// list), or one folder holding encoder.json + vocab.bpe or vocab.json + merges.txt.
+// list), one tokenizer.json, or one folder holding encoder.json + vocab.bpe, vocab.json +
+// merges.txt or tokenizer.json (in that order of preference).
 // The result has passed verify_bpe. Throws ember::Error naming the file and line or token.
 BpeData read_gpt2_tokenizer(const std::vector<std::string>& files);
 

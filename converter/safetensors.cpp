@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
+#include "converter/alloc.h"
 #include "converter/source_values.h"
 #include "runtime/utf8.h"
 #include "runtime/error.h"
@@ -23,17 +24,6 @@ uint64_t read_le64(const uint8_t* p) {
     return v;
 }
 
-std::vector<uint8_t> read_file(const std::string& path) {
-    std::ifstream in(path, std::ios::binary | std::ios::ate);
-    if (!in) fail(path, ": cannot open (", std::strerror(errno), ")");
-    const std::streamoff size = in.tellg();
-    if (size < 0) fail(path, ": cannot read its size");
-    std::vector<uint8_t> bytes(static_cast<size_t>(size));
-    in.seekg(0);
-    if (!in.read(reinterpret_cast<char*>(bytes.data()), size)) fail(path, ": read failed");
-    return bytes;
-}
-
 uint64_t json_uint(const std::string& path, const std::string& name, const nlohmann::json& v, const char* what) {
     if (!v.is_number_unsigned()) {
         fail(path, ": safetensors tensor '", printable(name), "': ", what, " is not a non-negative integer");
@@ -49,27 +39,39 @@ bool looks_like_safetensors(const uint8_t* head, size_t head_size) {
     return n >= 2 && n <= kMaxHeaderBytes && head[8] == '{';
 }
 
+// Reads the header, then each tensor's bytes on their own (one tensor's bytes held at a time, not
+// the whole file: a 6 GB checkpoint would otherwise sit in memory beside its f32 copies).
 Checkpoint read_safetensors(const std::string& path) {
-    const std::vector<uint8_t> file = read_file(path);
-    if (file.size() < 8) fail(path, ": safetensors file shorter than its 8-byte header length");
-    const uint64_t header_len = read_le64(file.data());
+    std::ifstream in(path, std::ios::binary | std::ios::ate);
+    if (!in) fail(path, ": cannot open (", std::strerror(errno), ")");
+    const std::streamoff file_size_signed = in.tellg();
+    if (file_size_signed < 0) fail(path, ": cannot read its size");
+    const uint64_t file_size = static_cast<uint64_t>(file_size_signed);
+    if (file_size < 8) fail(path, ": safetensors file shorter than its 8-byte header length");
+    uint8_t len_bytes[8];
+    in.seekg(0);
+    if (!in.read(reinterpret_cast<char*>(len_bytes), 8)) fail(path, ": read failed");
+    const uint64_t header_len = read_le64(len_bytes);
     if (header_len > kMaxHeaderBytes) fail(path, ": safetensors header length ", header_len, " is implausible");
-    if (header_len > file.size() - 8) {
+    if (header_len > file_size - 8) {
         fail(path, ": safetensors header of ", header_len, " bytes runs past the end of the file (",
-             file.size(), " bytes; truncated?)");
+             file_size, " bytes; truncated?)");
     }
-    const uint8_t* data = file.data() + 8 + header_len;
-    const uint64_t data_size = file.size() - 8 - header_len;
+    std::string header_text(static_cast<size_t>(header_len), '\0');
+    if (!in.read(header_text.data(), static_cast<std::streamsize>(header_len))) fail(path, ": read failed");
+    const uint64_t data_start = 8 + header_len;
+    const uint64_t data_size = file_size - data_start;
 
     nlohmann::json header;
     try {
-        header = nlohmann::json::parse(file.begin() + 8, file.begin() + 8 + static_cast<std::ptrdiff_t>(header_len));
+        header = nlohmann::json::parse(header_text);
     } catch (const nlohmann::json::exception& e) {
         fail(path, ": safetensors header is not valid JSON (", e.what(), ")");
     }
     if (!header.is_object()) fail(path, ": safetensors header is not a JSON object");
 
     Checkpoint ckpt;
+    std::vector<uint8_t> bytes;  // one tensor's
     for (const auto& [name, info] : header.items()) {
         if (name == "__metadata__") continue;
         const std::string where = "safetensors tensor '" + printable(name) + "'";
@@ -114,8 +116,11 @@ Checkpoint read_safetensors(const std::string& path) {
             fail(path, ": ", where, " data_offsets span ", end - begin, " bytes, but shape and dtype need ",
                  numel * elem);
         }
-        t.values.resize(static_cast<size_t>(numel));
-        for (uint64_t i = 0; i < numel; ++i) t.values[i] = decode_source_value(t.dtype, data + begin + i * elem);
+        resize_or_fail(bytes, static_cast<size_t>(end - begin), path + ": tensor '" + printable(name) + "' as stored");
+        in.seekg(static_cast<std::streamoff>(data_start + begin));
+        if (!in.read(reinterpret_cast<char*>(bytes.data()), static_cast<std::streamsize>(end - begin))) fail(path, ": read failed at ", where);
+        resize_or_fail(t.values, static_cast<size_t>(numel), path + ": tensor '" + printable(name) + "' as f32");
+        for (uint64_t i = 0; i < numel; ++i) t.values[i] = decode_source_value(t.dtype, bytes.data() + i * elem);
         ckpt.tensors.emplace(name, std::move(t));
     }
     if (ckpt.tensors.empty()) fail(path, ": safetensors file holds no tensors");

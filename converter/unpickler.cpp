@@ -217,7 +217,10 @@ private:
         if (!is_allowed_global(module, name)) {
             fail(source_, ": pickle refers to global '", printable(module), ".", printable(name),
                  "', which a checkpoint never needs",
-                 module.rfind("torch.nn", 0) == 0 ? " (a whole module was saved: save model.state_dict() instead)" : "");
+                 module == "__main__" || module.rfind("__main__.", 0) == 0 || module.rfind("torch.nn", 0) == 0
+                     ? " (a whole model was saved with torch.save(model): load it in Python, where its class is defined, and save "
+                       "its weights with torch.save(model.state_dict(), PATH))"
+                     : "");
         }
         Value* v = make(Kind::Global);
         v->text = module + "." + name;

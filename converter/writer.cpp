@@ -12,6 +12,7 @@
 #include "ember_generated.h"
 #include "kernels/cpu/half.h"
 #include "runtime/error.h"
+#include "runtime/memory.h"
 #include "runtime/model.h"
 
 namespace ember::convert {
@@ -119,64 +120,72 @@ WriteReport write_ember(const CanonicalModel& model, const TokenizerSpec& tokeni
     }
     if (opts.group_size < 0) fail("--group-size ", opts.group_size, " must be >= 0 (0 = a whole row)");
     WriteReport report;
+    uint64_t source_bytes = 0;  // the model's tensors as f32, held while the output is built
+    for (const auto& t : model.tensors) source_bytes += t.values.size() * sizeof(float);
     std::vector<uint8_t> data;
     std::vector<Placed> placed;
     std::vector<float> restored;
     for (const auto& t : model.tensors) {
-        Placed p;
-        TensorReport r;
-        r.name = t.name;
-        r.shape = t.shape;
-        r.source_dtype = source_dtype_name(t.source_dtype);
-        const size_t n = t.values.size();
-        for (size_t i = 0; i < n; ++i) {
-            if (!std::isfinite(t.values[i])) fail("tensor '", t.name, "' (", t.source, ") element ", i, " is ", t.values[i], ": weights must be finite");
-        }
-        restored.resize(n);
-        const bool matrix = t.shape.size() == 2;
-        const WeightDType dt = matrix ? opts.dtype : WeightDType::F32;
-        if (dt == WeightDType::F32) {
-            p.dtype = fb::DType::F32;
-            p.data_size = n * 4;
-            p.data_offset = append_aligned(data, t.values.data(), p.data_size);
-            restored = t.values;
-        } else if (dt == WeightDType::F16) {
+        try {
+            Placed p;
+            TensorReport r;
+            r.name = t.name;
+            r.shape = t.shape;
+            r.source_dtype = source_dtype_name(t.source_dtype);
+            const size_t n = t.values.size();
             for (size_t i = 0; i < n; ++i) {
-                if (std::fabs(t.values[i]) > 65504.0f) {
-                    fail("tensor '", t.name, "' element ", i, " is ", t.values[i], ", past f16's largest value 65504: convert with --dtype f32 or int8");
+                if (!std::isfinite(t.values[i])) fail("tensor '", t.name, "' (", t.source, ") element ", i, " is ", t.values[i], ": weights must be finite");
+            }
+            restored.resize(n);
+            const bool matrix = t.shape.size() == 2;
+            const WeightDType dt = matrix ? opts.dtype : WeightDType::F32;
+            if (dt == WeightDType::F32) {
+                p.dtype = fb::DType::F32;
+                p.data_size = n * 4;
+                p.data_offset = append_aligned(data, t.values.data(), p.data_size);
+                restored = t.values;
+            } else if (dt == WeightDType::F16) {
+                for (size_t i = 0; i < n; ++i) {
+                    if (std::fabs(t.values[i]) > 65504.0f) {
+                        fail("tensor '", t.name, "' element ", i, " is ", t.values[i], ", past f16's largest value 65504: convert with --dtype f32 or int8");
+                    }
+                }
+                const auto h = to_f16(t.values.data(), n);
+                p.dtype = fb::DType::F16;
+                p.data_size = n * 2;
+                p.data_offset = append_aligned(data, h.data(), p.data_size);
+                for (size_t i = 0; i < n; ++i) restored[i] = kernels::half_to_float(h[i]);
+            } else {
+                const int rows = static_cast<int>(t.shape[0]), cols = static_cast<int>(t.shape[1]);
+                Int8Weights q;
+                try {
+                    q = quantize_int8(t.values.data(), rows, cols, opts.group_size);
+                } catch (const Error& e) {
+                    fail("tensor '", t.name, "': ", e.what());
+                }
+                p.dtype = fb::DType::I8;
+                p.group_size = static_cast<uint32_t>(q.group_size);
+                p.data_size = n;
+                p.data_offset = append_aligned(data, q.q.data(), n);
+                p.scales_size = q.scales.size() * 4;
+                p.scales_offset = append_aligned(data, q.scales.data(), p.scales_size);
+                const int gpr = (cols + q.group_size - 1) / q.group_size;
+                for (size_t i = 0; i < n; ++i) {
+                    const size_t r0 = i / cols, c0 = i % cols;
+                    restored[i] = q.q[i] * q.scales[r0 * gpr + c0 / q.group_size];
                 }
             }
-            const auto h = to_f16(t.values.data(), n);
-            p.dtype = fb::DType::F16;
-            p.data_size = n * 2;
-            p.data_offset = append_aligned(data, h.data(), p.data_size);
-            for (size_t i = 0; i < n; ++i) restored[i] = kernels::half_to_float(h[i]);
-        } else {
-            const int rows = static_cast<int>(t.shape[0]), cols = static_cast<int>(t.shape[1]);
-            Int8Weights q;
-            try {
-                q = quantize_int8(t.values.data(), rows, cols, opts.group_size);
-            } catch (const Error& e) {
-                fail("tensor '", t.name, "': ", e.what());
-            }
-            p.dtype = fb::DType::I8;
-            p.group_size = static_cast<uint32_t>(q.group_size);
-            p.data_size = n;
-            p.data_offset = append_aligned(data, q.q.data(), n);
-            p.scales_size = q.scales.size() * 4;
-            p.scales_offset = append_aligned(data, q.scales.data(), p.scales_size);
-            const int gpr = (cols + q.group_size - 1) / q.group_size;
-            for (size_t i = 0; i < n; ++i) {
-                const size_t r0 = i / cols, c0 = i % cols;
-                restored[i] = q.q[i] * q.scales[r0 * gpr + c0 / q.group_size];
-            }
+            r.dtype = p.dtype == fb::DType::F32 ? "f32" : p.dtype == fb::DType::F16 ? "f16" : "int8";
+            r.group_size = static_cast<int>(p.group_size);
+            r.bytes = p.data_size + p.scales_size;
+            r.error = quant_error(t.values.data(), restored.data(), n);
+            report.tensors.push_back(r);
+            placed.push_back(p);
+        } catch (const std::bad_alloc&) {
+            const uint64_t need = data.size() + t.values.size() * sizeof(float);
+            fail("out of memory at tensor '", t.name, "' (", t.values.size(), " values): the output's data would reach about ",
+                 memory_size_text(need), " beside the checkpoint's tensors, ", memory_size_text(source_bytes), " as f32 (std::bad_alloc)");
         }
-        r.dtype = p.dtype == fb::DType::F32 ? "f32" : p.dtype == fb::DType::F16 ? "f16" : "int8";
-        r.group_size = static_cast<int>(p.group_size);
-        r.bytes = p.data_size + p.scales_size;
-        r.error = quant_error(t.values.data(), restored.data(), n);
-        report.tensors.push_back(r);
-        placed.push_back(p);
     }
     data.resize((data.size() + kDataAlignment - 1) / kDataAlignment * kDataAlignment);
     const uint64_t hash = XXH64(data.data(), data.size(), 0);
@@ -189,6 +198,14 @@ WriteReport write_ember(const CanonicalModel& model, const TokenizerSpec& tokeni
     if (index.size() != probe.size()) fail("internal: the model index changed size between builds");
 
     const std::string tmp = out_path + ".tmp-" + std::to_string(::getpid());
+    if (opts.on_temp_file) opts.on_temp_file(tmp.c_str());
+    // Whichever way this ends, the hook forgets the path (after the rename or the unlink).
+    struct Forget {
+        void (*hook)(const char*);
+        ~Forget() {
+            if (hook) hook(nullptr);
+        }
+    } forget{opts.on_temp_file};
     const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0) fail(out_path, ": cannot create: ", std::strerror(errno));
     try {

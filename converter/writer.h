@@ -23,6 +23,9 @@ struct WriteOptions {
     WeightDType dtype = WeightDType::Int8;
     int group_size = 64;  // int8: elements per scale along a row; 0 = a whole row
     bool verify = true;   // refuse a file Model::open refuses; false only for tests that need one
+    // Told the temporary file's path (OUT.tmp-PID) before it is created, and nullptr once it
+    // is renamed into place or removed: `ember convert` keeps it for its SIGINT/SIGTERM handler.
+    void (*on_temp_file)(const char* path) = nullptr;
 };
 
 struct ProvenanceInfo {

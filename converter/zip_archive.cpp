@@ -2,6 +2,7 @@
 
 #include <zip.h>
 
+#include "converter/alloc.h"
 #include "runtime/utf8.h"
 #include "runtime/error.h"
 
@@ -63,7 +64,8 @@ std::vector<uint8_t> ZipArchive::read(const std::string& name, uint64_t max_byte
     if (file == nullptr) {
         fail(path_, ": cannot open zip entry '", printable(name), "' (", zip_strerror(archive_), ")");
     }
-    std::vector<uint8_t> bytes(static_cast<size_t>(*size));
+    std::vector<uint8_t> bytes;
+    resize_or_fail(bytes, static_cast<size_t>(*size), path_ + ": zip entry '" + printable(name) + "'");
     uint64_t got = 0;
     std::string error;
     while (got < *size) {

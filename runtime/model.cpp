@@ -31,6 +31,14 @@ const char* arch_name(Arch a) {
     return "?";
 }
 
+std::string attn_scale_text(const ModelConfig& c) {
+    const float head = 1.0f / std::sqrt(static_cast<float>(c.head_size())), embd = 1.0f / std::sqrt(static_cast<float>(c.n_embd));
+    char buf[96];
+    const char* kind = c.attn_scale == head ? "1/sqrt(head_size)" : c.attn_scale == embd ? "1/sqrt(n_embd), the early gpt.py scale" : "custom";
+    std::snprintf(buf, sizeof buf, "%.6g (%s)", c.attn_scale, kind);
+    return buf;
+}
+
 const char* activation_name(kernels::ActivationKind a) {
     switch (a) {
     case kernels::ActivationKind::ReLU: return "relu";

@@ -32,6 +32,11 @@ enum class Arch { GptPy, NanoGPT, HfGpt2 };
 const char* arch_name(Arch a);
 const char* activation_name(kernels::ActivationKind a);
 
+struct ModelConfig;
+// The attention scale as `ember info` shows it: the value, and "1/sqrt(head_size)" or
+// "1/sqrt(n_embd)" (the early gpt.py scale, C**-0.5) when it is one of them, else "custom".
+std::string attn_scale_text(const ModelConfig& c);
+
 // Letters used in shape comments: V vocab_size, S block_size, C n_embd, F ffn_hidden,
 // H n_head, hs head_size = C / H, L n_layer.
 struct ModelConfig {

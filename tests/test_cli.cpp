@@ -107,7 +107,7 @@ TEST_CASE("ember: bad option values give one line and exit 1") {
     check_refused(ember_cli("convert " + q(fixture("bad/whole_module.pt")) + " --vocab-text " + q(fixture("gptpy/vocab.txt")) + " -o " +
                                 q(dir.file("o.ember")),
                             dir),
-                  "save model.state_dict() instead");
+                  "torch.save(model.state_dict(), PATH)");
 }
 
 TEST_CASE("ember generate and info on good and bad models and options") {

@@ -1,0 +1,400 @@
+// Checkpoints as users leave them (tools/make_real_fixtures.py, torch): what the weights cannot
+// tell (--attention-scale, --activation, --n-head, --rename), against PyTorch's losses and logits.
+#include <doctest/doctest.h>
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <cstdio>
+
+#include "cli_util.h"
+#include "converter/convert.h"
+#include "converter/gpt2_tokenizer.h"
+#include "runtime/error.h"
+#include "runtime/eval.h"
+#include "runtime/model.h"
+#include "runtime/session.h"
+#include "runtime/tokenizer.h"
+#include "test_util.h"
+
+using namespace ember;
+using ember::test::fixture;
+using ember::test::q;
+
+namespace {
+
+const std::string kDir = "real/";
+
+convert::ConvertOptions options(const std::string& ckpt, const test::TempDir& dir) {
+    convert::ConvertOptions o;
+    o.checkpoint = fixture(kDir + ckpt);
+    o.out = dir.file("m.ember");
+    o.vocab_text = fixture(kDir + "train.txt");
+    o.write.dtype = convert::WeightDType::F32;
+    return o;
+}
+
+// `ember eval --split val` on train.txt with the f32 KV cache (f32 rounding only).
+double val_loss(const Model& m) {
+    const auto ids = CharTokenizer(m.code_points()).encode(test::read_file(fixture(kDir + "train.txt")), "train.txt");
+    SessionOptions so;
+    so.threads = 2;
+    so.kv_cache = KvDType::F32;
+    so.all_logits = true;
+    Session s(m, so);
+    const int64_t start = val_split_start(static_cast<int64_t>(ids.size()));
+    return evaluate(s, ids.data() + start, static_cast<int64_t>(ids.size()) - start, m.config().block_size, m.config().vocab_size).loss;
+}
+
+// The renames that undo tools/make_real_fixtures.py's RENAMES (mlp.layers. before layers.).
+const std::vector<std::pair<std::string, std::string>> kUndoRenames = {
+    {"mlp.layers.", "ffwd.net."}, {"layers.", "blocks."}, {".attn.", ".sa."}, {"norm1", "ln1"}, {"norm2", "ln2"},
+    {"tok_emb", "token_embedding_table"}, {"pos_emb", "position_embedding_table"}};
+
+}  // namespace
+
+TEST_CASE("a lecture model trained with the early scale C**-0.5 matches PyTorch only with --attention-scale embd") {
+    const auto ex = test::load_json(fixture(kDir + "expected.json"))["oldscale"];
+    const double want = ex["loss_val_embd"].get<double>(), other = ex["loss_val_head"].get<double>();
+    REQUIRE(std::fabs(want - other) > 0.02);  // the fixture tells the scales apart
+    test::TempDir dir;
+    auto o = options("oldscale.pt", dir);
+    convert::convert(o);
+    const double by_default = val_loss(*Model::open(o.out));
+    CHECK(by_default == doctest::Approx(other).epsilon(1e-5));  // 1/sqrt(head_size): another model
+    o.attention_scale = convert::parse_attention_scale("embd");
+    const auto r = convert::convert(o);
+    CHECK(r.config.attn_scale == doctest::Approx(0.125));  // 1/sqrt(64)
+    auto m = Model::open(o.out);
+    CHECK(m->config().attn_scale == doctest::Approx(0.125));
+    CHECK(val_loss(*m) == doctest::Approx(want).epsilon(1e-5));
+    o.attention_scale = convert::parse_attention_scale("0.125");  // the same scale as a number
+    convert::convert(o);
+    CHECK(val_loss(*Model::open(o.out)) == doctest::Approx(want).epsilon(1e-5));
+}
+
+TEST_CASE("--attention-scale, --activation, --rename: bad values are refused naming the choices") {
+    CHECK_THROWS_WITH_AS(convert::parse_attention_scale("0"), doctest::Contains("head (1/sqrt(head_size)), embd"), ember::Error);
+    CHECK_THROWS_WITH_AS(convert::parse_attention_scale("nan"), doctest::Contains("a number > 0"), ember::Error);
+    CHECK_THROWS_WITH_AS(convert::parse_attention_scale("0.1x"), doctest::Contains("'0.1x'"), ember::Error);
+    CHECK_THROWS_WITH_AS(convert::parse_activation("swish"), doctest::Contains("relu, gelu (erf"), ember::Error);
+    CHECK(convert::parse_activation("gelu-tanh") == kernels::ActivationKind::GeluTanh);
+    CHECK_THROWS_WITH_AS(convert::parse_rename("=x"), doctest::Contains("OLD=NEW"), ember::Error);
+    CHECK(convert::parse_rename("a.=b=c").second == "b=c");
+}
+
+TEST_CASE("a renamed lecture model converts with --rename and gives the original's loss") {
+    const auto ex = test::load_json(fixture(kDir + "expected.json"))["oldscale"];
+    test::TempDir dir;
+    auto o = options("renamed.pt", dir);
+    o.attention_scale = convert::parse_attention_scale("embd");
+    o.overrides.renames = kUndoRenames;
+    const auto r = convert::convert(o);
+    CHECK(r.renamed_keys > 30);
+    CHECK(val_loss(*Model::open(o.out)) == doctest::Approx(ex["loss_val_embd"].get<double>()).epsilon(1e-5));
+    // In the wrong order, layers. eats mlp.layers. first: the rename of mlp.layers. then matches nothing.
+    o.overrides.renames = {{"layers.", "blocks."}, {"mlp.layers.", "ffwd.net."}};
+    CHECK_THROWS_WITH_AS(convert::convert(o), doctest::Contains("--rename mlp.layers.=ffwd.net. matches no key"), ember::Error);
+    // Two keys onto one.
+    o.overrides.renames = {{"norm1", "n"}, {"norm2", "n"}};
+    CHECK_THROWS_WITH_AS(convert::convert(o), doctest::Contains("--rename maps two keys to"), ember::Error);
+}
+
+TEST_CASE("a makemore Transformer (no model_args, tanh GELU, untied lm_head) converts with --n-head and --activation") {
+    const auto ex = test::load_json(fixture(kDir + "expected.json"))["makemore"];
+    test::TempDir dir;
+    auto o = options("makemore.pt", dir);
+    CHECK_THROWS_WITH_AS(convert::convert(o), doctest::Contains("give --n-head N"), ember::Error);
+    o.overrides.n_head = 3;
+    o.activation = convert::parse_activation("gelu-tanh");
+    const auto r = convert::convert(o);
+    CHECK_FALSE(r.config.tied_lm_head);
+    auto m = Model::open(o.out);
+    CHECK(m->config().n_head == 3);
+    CHECK(m->config().activation == kernels::ActivationKind::GeluTanh);
+    SessionOptions so;
+    so.threads = 2;
+    so.kv_cache = KvDType::F32;
+    so.all_logits = true;
+    Session s(*m, so);
+    const auto ids = ex["ids"].get<std::vector<int>>();
+    const auto want = ex["logits"].get<std::vector<double>>();
+    const float* got = s.forward_window(ids.data(), static_cast<int>(ids.size()));
+    REQUIRE(want.size() == ids.size() * static_cast<size_t>(m->config().vocab_size));
+    double err = 0.0;
+    for (size_t i = 0; i < want.size(); ++i) err = std::max(err, std::fabs(got[i] - want[i]));
+    CHECK(err < 1e-4);  // f32 rounding (the fixture's logits are rounded to 1e-6)
+    // Another n_head than model_args / the gpt.py heads is refused.
+    auto g = options("oldscale.pt", dir);
+    g.overrides.n_head = 2;
+    CHECK_THROWS_WITH_AS(convert::convert(g), doctest::Contains("--n-head 2 but the count of blocks.0.sa.heads.N gives n_head 4"), ember::Error);
+}
+
+TEST_CASE("ember convert's options reach the file and ember info shows the scale and the activation") {
+    test::TempDir dir;
+    const std::string out = dir.file("m.ember");
+    auto r = test::ember_cli("convert " + q(fixture(kDir + "makemore.pt")) + " --vocab-text " + q(fixture(kDir + "train.txt")) + " -o " + q(out) +
+                                 " --n-head 3 --activation gelu-tanh --attention-scale embd --rename transformer.=transformer.",
+                             dir);
+    CAPTURE(r.err);
+    REQUIRE(r.status == 0);
+    CHECK(r.out.find("attention scale: 0.144338 (1/sqrt(n_embd), the early gpt.py scale), from --attention-scale") != std::string::npos);
+    CHECK(r.out.find("activation gelu (tanh), from --activation") != std::string::npos);
+    r = test::ember_cli("info " + q(out), dir);
+    CHECK(r.out.find("activation gelu (tanh)") != std::string::npos);
+    CHECK(r.out.find("attention scale: 0.144338 (1/sqrt(n_embd)") != std::string::npos);
+    test::check_refused(test::ember_cli("convert " + q(fixture(kDir + "oldscale.pt")) + " --vocab-text " + q(fixture(kDir + "train.txt")) +
+                                            " -o " + q(out) + " --attention-scale wide", dir),
+                        "--attention-scale 'wide'");
+}
+
+TEST_CASE("refusals that help: the keys found, the layout assumed and why, the state_dict of a whole model") {
+    test::TempDir dir;
+    // A renamed model without --rename: a few keys, numbers folded to N, and the option named.
+    auto o = options("renamed.pt", dir);
+    CHECK_THROWS_WITH_AS(convert::convert(o),
+                         doctest::Contains("keys found: layers.N.attn.heads.N.key.weight, layers.N.attn.heads.N.query.weight, "
+                                           "layers.N.attn.heads.N.tril"),
+                         ember::Error);
+    CHECK_THROWS_WITH_AS(convert::convert(o), doctest::Contains("(16 distinct) (numbers as N); --rename OLD=NEW"), ember::Error);
+    // Half renamed: gpt.py is detected, then a key is missing; the keys are listed the same way.
+    o.overrides.renames = {{"tok_emb", "token_embedding_table"}, {"pos_emb", "position_embedding_table"}};
+    CHECK_THROWS_WITH_AS(convert::convert(o), doctest::Contains("no transformer blocks (blocks.N.*) found; keys found: layers.N."), ember::Error);
+    // makemore's nn.Linear weights with a config.json beside them: read as Conv1D, and said so.
+    const std::string ckpt = dir.file("makemore.pt");
+    test::write_file(ckpt, test::read_file(fixture(kDir + "makemore.pt")));
+    test::write_file(dir.file("config.json"), R"({"model_type": "gpt2", "n_layer": 2, "n_embd": 48, "n_head": 3, "n_positions": 16, "vocab_size": 58})");
+    auto m = options("makemore.pt", dir);
+    m.checkpoint = ckpt;
+    CHECK_THROWS_WITH_AS(convert::convert(m),
+                         doctest::Contains("has shape [144, 48], expected [48, 144]: read as Hugging Face GPT-2 (Conv1D weights stored "
+                                           "[in, out], transposed) because config.json is beside the checkpoint and it has no model_args; "
+                                           "for nn.Linear weights [out, in] (nanoGPT, makemore) give --arch nanogpt"),
+                         ember::Error);
+    m.arch = convert::ArchChoice::NanoGPT;
+    m.overrides.n_head = 3;
+    CHECK(convert::convert(m).config.arch == Arch::NanoGPT);
+    // torch.save(model) of the user's own class.
+    CHECK_THROWS_WITH_AS(convert::convert(options("whole_model.pt", dir)),
+                         doctest::Contains("global '__main__.WholeModel', which a checkpoint never needs (a whole model was saved with "
+                                           "torch.save(model): load it in Python, where its class is defined, and save its weights with "
+                                           "torch.save(model.state_dict(), PATH))"),
+                         ember::Error);
+}
+
+namespace {
+
+// A gpt.py state_dict as safetensors: n_layer layers of n_embd with one head, vocab a..z,
+// block_size 8, every value 0.01. n_embd 512, n_layer 8: 100 MB, which takes the converter
+// long enough to write that a test can see its temporary file.
+std::string write_big_gptpy(const test::TempDir& dir, int64_t C, int L) {
+    const int64_t V = 26, S = 8;
+    std::vector<std::pair<std::string, std::vector<int64_t>>> tensors = {{"token_embedding_table.weight", {V, C}},
+                                                                        {"position_embedding_table.weight", {S, C}}};
+    for (int l = 0; l < L; ++l) {
+        const std::string b = "blocks." + std::to_string(l) + ".";
+        for (const char* p : {"key", "query", "value"}) tensors.push_back({b + "sa.heads.0." + p + ".weight", {C, C}});
+        tensors.push_back({b + "sa.proj.weight", {C, C}});
+        tensors.push_back({b + "sa.proj.bias", {C}});
+        tensors.push_back({b + "ffwd.net.0.weight", {4 * C, C}});
+        tensors.push_back({b + "ffwd.net.0.bias", {4 * C}});
+        tensors.push_back({b + "ffwd.net.2.weight", {C, 4 * C}});
+        tensors.push_back({b + "ffwd.net.2.bias", {C}});
+        for (const char* n : {"ln1.weight", "ln1.bias", "ln2.weight", "ln2.bias"}) tensors.push_back({b + n, {C}});
+    }
+    for (const char* n : {"ln_f.weight", "ln_f.bias"}) tensors.push_back({n, {C}});
+    tensors.push_back({"lm_head.weight", {V, C}});
+    tensors.push_back({"lm_head.bias", {V}});
+    nlohmann::json header = nlohmann::json::object();
+    uint64_t at = 0;
+    for (const auto& [name, shape] : tensors) {
+        uint64_t n = 1;
+        for (int64_t d : shape) n *= static_cast<uint64_t>(d);
+        header[name] = {{"dtype", "F32"}, {"shape", shape}, {"data_offsets", {at, at + 4 * n}}};
+        at += 4 * n;
+    }
+    const std::string h = header.dump();
+    const std::string path = dir.file("big.safetensors");
+    std::FILE* f = std::fopen(path.c_str(), "wb");
+    REQUIRE(f != nullptr);
+    const uint64_t len = h.size();
+    std::fwrite(&len, 8, 1, f);  // little-endian host (x86-64, aarch64)
+    std::fwrite(h.data(), 1, h.size(), f);
+    const std::vector<float> chunk(1 << 16, 0.01f);
+    for (uint64_t left = at / 4; left > 0;) {
+        const size_t n = static_cast<size_t>(std::min<uint64_t>(left, chunk.size()));
+        std::fwrite(chunk.data(), 4, n, f);
+        left -= n;
+    }
+    REQUIRE(std::fclose(f) == 0);
+    test::write_file(dir.file("vocab.txt"), "abcdefghijklmnopqrstuvwxyz");
+    return path;
+}
+
+// Starts `ember convert BIG -o OUT --dtype f32`, waits for OUT.tmp-PID, sends sig, reaps it.
+int convert_killed_by(const test::TempDir& dir, const std::string& big, int sig, bool* saw_temp) {
+    const std::string out = dir.file("m.ember");
+    const std::string cmd = "exec " + test::program_cmd(EMBER_CLI) + " convert " + q(big) + " --vocab-text " + q(dir.file("vocab.txt")) +
+                            " -o " + q(out) + " --dtype f32 >/dev/null 2>&1 </dev/null";
+    const pid_t pid = ::fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+        ::execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
+        ::_exit(127);
+    }
+    const std::string tmp = out + ".tmp-" + std::to_string(pid);
+    *saw_temp = false;
+    for (int i = 0; i < 120000 * test::kEmulatorSlowdown && !*saw_temp; ++i) {
+        int status = 0;
+        if (::waitpid(pid, &status, WNOHANG) == pid) return -1;  // finished before its file was seen
+        *saw_temp = ::access(tmp.c_str(), F_OK) == 0;
+        if (!*saw_temp) ::usleep(1000);
+    }
+    ::kill(pid, sig);
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    CHECK(::access(tmp.c_str(), F_OK) != 0);  // the temporary file is gone
+    CHECK(::access(out.c_str(), F_OK) != 0);  // and nothing took its place
+    return WIFSIGNALED(status) ? WTERMSIG(status) : -2;
+}
+
+}  // namespace
+
+TEST_CASE("a conversion stopped by SIGINT or SIGTERM removes its temporary file and dies by the signal") {
+    test::TempDir dir;
+    const std::string big = write_big_gptpy(dir, 512, 8);
+    for (int sig : {SIGTERM, SIGINT}) {
+        CAPTURE(sig);
+        bool saw = false;
+        CHECK(convert_killed_by(dir, big, sig, &saw) == sig);
+        CHECK(saw);
+    }
+}
+
+TEST_CASE("a conversion that cannot get memory says how much it needed") {
+#ifdef EMBER_EMULATOR
+    // qemu-user reserves the guest's address space up front: under `ulimit -v` it cannot start.
+    MESSAGE("SKIPPED under " EMBER_EMULATOR ": ulimit -v limits the emulator, not the program");
+    return;
+#endif
+    test::TempDir dir;
+    const std::string big = write_big_gptpy(dir, 512, 8);
+    // Address space for the binary, its libraries and part of the 100 MB of f32 values: at 100 MiB
+    // the reader runs out, at 150 MiB the writer (the checkpoint is read one tensor at a time).
+    const std::string args = "convert " + q(big) + " --vocab-text " + q(dir.file("vocab.txt")) + " -o " + q(dir.file("m.ember")) + " --dtype f32";
+    for (const auto& [limit, what] : std::vector<std::pair<std::string, std::string>>{
+             {"102400", "out of memory: " + big + ": tensor '"}, {"153600", "out of memory at tensor '"}}) {
+        CAPTURE(limit);
+        const auto r = test::ember_cli_in_shell("ulimit -v " + limit + "; exec", args, dir);
+        test::check_refused(r, what);
+        CHECK((r.err.find(" bytes more") != std::string::npos || r.err.find(" MiB") != std::string::npos));  // the size
+        CHECK(r.err.find("(std::bad_alloc)") != std::string::npos);
+    }
+}
+
+TEST_CASE("a Hugging Face tokenizer.json gives the BPE of vocab.json + merges.txt, and another kind is refused by name") {
+    const BpeData pair = convert::read_gpt2_tokenizer({fixture("gpt2/tiny_tokenizer")});
+    for (const char* f : {"tokenizer.json", "tokenizer_pairs.json"}) {  // merges as "a b" strings and as [a, b] pairs
+        CAPTURE(f);
+        const BpeData one = convert::read_gpt2_tokenizer({fixture(kDir + f)});
+        CHECK(one.size() == pair.size());
+        CHECK(one.bytes == pair.bytes);
+        CHECK(one.offsets == pair.offsets);
+        REQUIRE(one.merges.size() == pair.merges.size());
+        bool same = true;
+        for (size_t i = 0; i < one.merges.size(); ++i) {
+            same = same && one.merges[i].left == pair.merges[i].left && one.merges[i].right == pair.merges[i].right && one.merges[i].result == pair.merges[i].result;
+        }
+        CHECK(same);
+    }
+    // A folder holding only tokenizer.json.
+    test::TempDir dir;
+    test::write_file(dir.file("tokenizer.json"), test::read_file(fixture(kDir + "tokenizer.json")));
+    CHECK(convert::read_gpt2_tokenizer({dir.path()}).bytes == pair.bytes);
+    // An added token past model.vocab takes the next id, its text as raw bytes.
+    auto j = test::load_json(fixture(kDir + "tokenizer.json"));
+    const int n = pair.size();
+    j["added_tokens"].push_back({{"id", n}, {"content", "<|pad|>"}, {"special", true}});
+    test::write_file(dir.file("added.json"), j.dump());
+    const BpeData added = convert::read_gpt2_tokenizer({dir.file("added.json")});
+    REQUIRE(added.size() == n + 1);
+    CHECK(added.bytes.substr(added.offsets[n]) == "<|pad|>");
+    // Other kinds, each named.
+    const std::vector<std::pair<std::string, std::string>> refused = {
+        {R"({"model": {"type": "WordPiece", "vocab": {}}, "pre_tokenizer": {"type": "BertPreTokenizer"}})", "model.type is WordPiece"},
+        {R"({"model": {"type": "Unigram", "vocab": []}})", "model.type is Unigram"},
+        {R"({"model": {"type": "BPE", "vocab": {}, "merges": []}, "pre_tokenizer": {"type": "Whitespace"}, "decoder": {"type": "ByteLevel"}})",
+         "pre_tokenizer is Whitespace, not ByteLevel"},
+        {R"({"model": {"type": "BPE", "vocab": {}, "merges": []}, "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": true}, "decoder": {"type": "ByteLevel"}})",
+         "add_prefix_space true"},
+        {R"({"model": {"type": "BPE", "vocab": {}, "merges": []}, "pre_tokenizer": {"type": "ByteLevel"}, "decoder": {"type": "Metaspace"}})",
+         "decoder is Metaspace, not ByteLevel"},
+        {R"({"model": {"type": "BPE", "vocab": {}, "merges": []}, "pre_tokenizer": {"type": "ByteLevel"}, "decoder": {"type": "ByteLevel"}, "normalizer": {"type": "NFC"}})",
+         "normalizer is NFC"},
+    };
+    for (const auto& [text, what] : refused) {
+        CAPTURE(text);
+        test::write_file(dir.file("t.json"), text);
+        CHECK_THROWS_WITH_AS(convert::read_gpt2_tokenizer({dir.file("t.json")}), doctest::Contains(what.c_str()), ember::Error);
+    }
+    // The whole conversion: the Hugging Face GPT-2 fixture with tokenizer.json holds the same tokenizer.
+    convert::ConvertOptions o;
+    o.checkpoint = fixture("gpt2/hf/model.safetensors");
+    o.tokenizer = {fixture(kDir + "tokenizer.json")};
+    o.out = dir.file("a.ember");
+    convert::convert(o);
+    o.tokenizer = {fixture("gpt2/tiny_tokenizer")};
+    o.out = dir.file("b.ember");
+    convert::convert(o);
+    auto a = Model::open(dir.file("a.ember")), b = Model::open(dir.file("b.ember"));
+    REQUIRE(a->bpe() != nullptr);
+    const std::string text = "The quick brown fox, then the lion.";
+    CHECK(make_tokenizer(*a)->encode(text, "text") == make_tokenizer(*b)->encode(text, "text"));
+}
+
+TEST_CASE("a gpt.py checkpoint is checked against its training text: a warning naming --attention-scale, auto picks the better") {
+    test::TempDir dir;
+    auto o = options("oldscale.pt", dir);
+    auto r = convert::convert(o);
+    REQUIRE(r.scale_checked);
+    CHECK(r.scale_check_tokens == convert::kScaleCheckWindows * 32);
+    CHECK(r.loss_head - r.loss_embd > convert::kScaleCheckMargin);
+    CHECK(r.scale_note.find("warning: the text fits the early gpt.py attention scale better") != std::string::npos);
+    CHECK(r.scale_note.find("--attention-scale embd") != std::string::npos);
+    CHECK(r.config.attn_scale == doctest::Approx(0.25));  // the default is still written
+    o.attention_scale = convert::parse_attention_scale("auto");
+    r = convert::convert(o);
+    CHECK(r.config.attn_scale == doctest::Approx(0.125));
+    CHECK(r.scale_note.find("--attention-scale auto chose embd") != std::string::npos);
+    CHECK(Model::open(o.out)->config().attn_scale == doctest::Approx(0.125));
+    // Told the scale, the converter does not check.
+    o.attention_scale = convert::parse_attention_scale("embd");
+    CHECK_FALSE(convert::convert(o).scale_checked);
+    // A model trained with today's scale: checked, no warning (the gptpy fixture, random weights).
+    convert::ConvertOptions g;
+    g.checkpoint = fixture("gptpy/model.pt");
+    g.vocab_text = fixture("gptpy/vocab.txt");
+    g.out = dir.file("g.ember");
+    r = convert::convert(g);
+    CHECK(r.scale_checked);
+    CHECK(r.scale_note.empty());
+    // auto without a text to score, or on another architecture: refused.
+    auto m = options("makemore.pt", dir);
+    m.overrides.n_head = 3;
+    m.attention_scale = convert::parse_attention_scale("auto");
+    CHECK_THROWS_WITH_AS(convert::convert(m), doctest::Contains("--attention-scale auto scores the training text"), ember::Error);
+    // The probes leave nothing beside the output; the command prints the warning on stderr.
+    auto run = test::ember_cli("convert " + q(fixture(kDir + "oldscale.pt")) + " --vocab-text " + q(fixture(kDir + "train.txt")) + " -o " +
+                                   q(dir.file("c.ember")),
+                               dir);
+    CHECK(run.status == 0);
+    CHECK(run.err.find("ember: warning: the text fits the early gpt.py attention scale better") != std::string::npos);
+    CHECK(run.err.find("convert with --attention-scale embd (or auto)") != std::string::npos);
+    int probes = 0;
+    for (const auto& e : std::filesystem::directory_iterator(dir.path())) probes += e.path().filename().string().find(".scale-check-") != std::string::npos;
+    CHECK(probes == 0);
+}
