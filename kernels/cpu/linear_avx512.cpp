@@ -122,7 +122,12 @@ struct GemmZmm {
     using VecF = __m512;
     static VecI load_x(const int8_t* p) { return _mm512_loadu_si512(p); }
     static VecI bcast_w(uint32_t w4) { return _mm512_set1_epi32(static_cast<int>(w4 ^ 0x80808080u)); }
-    static VecI dot(VecI s, VecI x, VecI w) { return _mm512_dpbusd_epi32(s, w, x); }
+    // vpdpbusd through asm with the accumulator tied ("+v"): with the intrinsic GCC 12 copies
+    // each of the 8 accumulators to another register and back around every instruction.
+    static VecI dot(VecI s, VecI x, VecI w) {
+        __asm__("vpdpbusd %2, %1, %0" : "+v"(s) : "v"(w), "v"(x));
+        return s;
+    }
     static VecI izero() { return _mm512_setzero_si512(); }
     static VecF fzero() { return _mm512_setzero_ps(); }
     static VecF group_fma(VecF acc, VecI s, const int32_t* surplus, const float* xs, float ws) {

@@ -53,10 +53,16 @@ inline int gemm_min(int a, int b) { return a < b ? a : b; }
 
 inline int quads_of(int len) { return (len + 3) / 4; }
 
-// Up to 4 bytes of p (n of them, the rest 0) as one little-endian word.
-inline uint32_t load_word(const int8_t* p, int n) {
+// 4 bytes of p as one word; n < 4 of them (the rest 0) in load_word_n, byte by byte (no
+// memcpy call for a variable length).
+inline uint32_t load_word(const int8_t* p) {
+    uint32_t v;
+    __builtin_memcpy(&v, p, 4);
+    return v;
+}
+inline uint32_t load_word_n(const int8_t* p, int n) {
     uint32_t v = 0;
-    __builtin_memcpy(&v, p, static_cast<size_t>(n));
+    for (int i = 0; i < n; ++i) v |= static_cast<uint32_t>(static_cast<uint8_t>(p[i])) << (8 * i);
     return v;
 }
 
@@ -88,9 +94,11 @@ void pack_panel(const Args& a, int t0, int t_end, int g0, int g1, GemmPanel<D>& 
                 p.sur[gl * PT + i] = 0;
                 continue;
             }
-            for (int q = 0; q * 4 < len; ++q) {
-                const uint32_t v = load_word(xt + k0 + q * 4, gemm_min(4, len - q * 4));
-                __builtin_memcpy(dst + static_cast<size_t>(q) * PT * 4, &v, 4);
+            const int full = len / 4;
+            for (int q = 0; q < full; ++q) __builtin_memcpy(dst + static_cast<size_t>(q) * PT * 4, xt + k0 + q * 4, 4);
+            if (full * 4 < len) {
+                const uint32_t v = load_word_n(xt + k0 + full * 4, len - full * 4);
+                __builtin_memcpy(dst + static_cast<size_t>(full) * PT * 4, &v, 4);
             }
             int32_t sum = 0;
             if constexpr (D::kSurplus) {
@@ -119,20 +127,14 @@ void gemm_tile(const Args& a, const GemmPanel<D>& p, int n, int t0, int t_end, i
         typename D::VecI s[RR][NB];
         for (int r = 0; r < RR; ++r)
             for (int b = 0; b < NB; ++b) s[r][b] = D::izero();
-        const int full = len / 4;
-        for (int q = 0; q < full; ++q) {
+        const int full = len / 4, quads = quads_of(len);
+        for (int q = 0; q < quads; ++q) {
             typename D::VecI xv[NB];
             for (int b = 0; b < NB; ++b) xv[b] = D::load_x(xp + static_cast<size_t>(q) * PT * 4 + b * P * 4);
             for (int r = 0; r < RR; ++r) {
-                const typename D::VecI wv = D::bcast_w(load_word(w + static_cast<size_t>(r) * K + k0 + q * 4, 4));
-                for (int b = 0; b < NB; ++b) s[r][b] = D::dot(s[r][b], xv[b], wv);
-            }
-        }
-        if (full * 4 < len) {  // the group's last, short quad: W read only up to the group's end
-            typename D::VecI xv[NB];
-            for (int b = 0; b < NB; ++b) xv[b] = D::load_x(xp + static_cast<size_t>(full) * PT * 4 + b * P * 4);
-            for (int r = 0; r < RR; ++r) {
-                const typename D::VecI wv = D::bcast_w(load_word(w + static_cast<size_t>(r) * K + k0 + full * 4, len - full * 4));
+                const int8_t* wq = w + static_cast<size_t>(r) * K + k0 + q * 4;
+                // The group's last, short quad: W read only up to the group's end.
+                const typename D::VecI wv = D::bcast_w(q < full ? load_word(wq) : load_word_n(wq, len - full * 4));
                 for (int b = 0; b < NB; ++b) s[r][b] = D::dot(s[r][b], xv[b], wv);
             }
         }
