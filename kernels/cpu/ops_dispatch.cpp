@@ -13,6 +13,8 @@ OpKernels kernels_for(CpuLevel level) {
     if (level == CpuLevel::Avx2 || level == CpuLevel::AvxVnni || level == CpuLevel::Avx512) {
         k = {scores_avx2, weighted_sum_avx2, scores_f16_avx2, weighted_sum_f16_avx2, round_f16_avx2,
              softmax_avx2, layernorm_row_avx2, activation_avx2, "avx2"};
+        k.scores4 = scores4_avx2, k.weighted_sum4 = weighted_sum4_avx2;
+        k.scores4_f16 = scores4_f16_avx2, k.weighted_sum4_f16 = weighted_sum4_f16_avx2;
     }
 #elif defined(__aarch64__)
     if (level == CpuLevel::Neon || level == CpuLevel::Dotprod) {
