@@ -68,7 +68,7 @@ struct Avx2Dot {
 // linear_gemm_int8.h's policy: 8 rows of x a YMM, 2 YMM a panel (16 rows), 2 rows of W a tile
 // (16 registers in all); each lane's 4 products by maddubs on |w| and x with w's sign.
 struct GemmAvx2 {
-    static constexpr int P = 8, NB = 2, R = 2;
+    static constexpr int P = 8, NB = 2, R = 2, kUnit = 4;
     static constexpr bool kSurplus = false;
     using VecI = __m256i;
     using VecF = __m256;

@@ -116,7 +116,7 @@ void i8_rows(const Args& a, int n_begin, int n_end) {
 // linear_gemm_int8.h's policy: 16 rows of x a ZMM, 2 ZMM a panel (32 rows), 4 rows of W a
 // tile; W's words flipped to unsigned (xor 0x80 per byte), 128 * sum(x) subtracted per group.
 struct GemmZmm {
-    static constexpr int P = 16, NB = 2, R = 4;
+    static constexpr int P = 16, NB = 2, R = 4, kUnit = 4;
     static constexpr bool kSurplus = true;
     using VecI = __m512i;
     using VecF = __m512;

@@ -39,7 +39,7 @@ struct VnniDot {
 // linear_gemm_int8.h's policy: 8 rows of x a YMM, 2 YMM a panel, 2 rows of W a tile; W's words
 // flipped to unsigned, 128 * sum(x) subtracted per group.
 struct GemmVnni {
-    static constexpr int P = 8, NB = 2, R = 2;
+    static constexpr int P = 8, NB = 2, R = 2, kUnit = 4;
     static constexpr bool kSurplus = true;
     using VecI = __m256i;
     using VecF = __m256;

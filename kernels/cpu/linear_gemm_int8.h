@@ -21,6 +21,8 @@
 //
 // The ISA comes in as a policy D with:
 //   P, NB, R                                lanes per vector, vectors per panel, rows of W per tile
+//   kUnit                                   4: the quads above (linear_i8mm.cpp packs units of 8
+//                                           with pack_panel / gemm_blocks and has its own tile)
 //   kSurplus                                whether dot() gives (w + 128) . x (vpdpbusd): then
 //                                           128 * sum(x) per row and group is subtracted
 //   VecI, VecF                              int32 / f32 lanes (P of them)
@@ -69,36 +71,39 @@ inline uint32_t load_word_n(const int8_t* p, int n) {
 template <class D>
 struct GemmPanel {
     static constexpr int PT = D::P * D::NB;
-    alignas(64) int8_t x[kPanelBytes];          // [quads of the block][PT][4]
+    alignas(64) int8_t x[kPanelBytes];          // [units of the block][PT][kUnit]
     alignas(64) float xs[kBlockGroups * PT];    // [group of the block][PT]
     alignas(64) int32_t sur[kBlockGroups * PT]; // [group of the block][PT]: 128 * sum(x)
-    int quad0[kBlockGroups + 1];                // first quad of each group of the block
+    int unit0[kBlockGroups + 1];                // first unit (quad) of each group of the block
 };
 
-// Packs rows [t0, t0 + PT) (those < t_end) of xq, groups [g0, g1), into p.
+inline int units_of(int len, int unit) { return (len + unit - 1) / unit; }
+
+// Packs rows [t0, t0 + PT) (those < t_end) of xq, groups [g0, g1), into p, in units of
+// D::kUnit bytes (4: quads; 8 for SMMLA).
 template <class D>
 void pack_panel(const Args& a, int t0, int t_end, int g0, int g1, GemmPanel<D>& p) {
-    constexpr int PT = GemmPanel<D>::PT;
+    constexpr int PT = GemmPanel<D>::PT, U = D::kUnit;
     const int K = a.K, group = a.group, gpr = a.gpr;
-    p.quad0[0] = 0;
-    for (int g = g0; g < g1; ++g) p.quad0[g - g0 + 1] = p.quad0[g - g0] + quads_of(gemm_min(K, (g + 1) * group) - g * group);
+    p.unit0[0] = 0;
+    for (int g = g0; g < g1; ++g) p.unit0[g - g0 + 1] = p.unit0[g - g0] + units_of(gemm_min(K, (g + 1) * group) - g * group, U);
     for (int i = 0; i < PT; ++i) {
         const int t = t0 + i;
         const int8_t* xt = t < t_end ? a.xq + static_cast<size_t>(t) * K : nullptr;
         for (int g = g0; g < g1; ++g) {
             const int gl = g - g0, k0 = g * group, len = gemm_min(K, k0 + group) - k0;
-            int8_t* dst = p.x + static_cast<size_t>(p.quad0[gl]) * PT * 4 + i * 4;
+            int8_t* dst = p.x + static_cast<size_t>(p.unit0[gl]) * PT * U + i * U;
             if (t >= t_end) {
-                for (int q = 0; q < quads_of(len); ++q) __builtin_memset(dst + static_cast<size_t>(q) * PT * 4, 0, 4);
+                for (int q = 0; q < units_of(len, U); ++q) __builtin_memset(dst + static_cast<size_t>(q) * PT * U, 0, U);
                 p.xs[gl * PT + i] = 0.0f;
                 p.sur[gl * PT + i] = 0;
                 continue;
             }
-            const int full = len / 4;
-            for (int q = 0; q < full; ++q) __builtin_memcpy(dst + static_cast<size_t>(q) * PT * 4, xt + k0 + q * 4, 4);
-            if (full * 4 < len) {
-                const uint32_t v = load_word_n(xt + k0 + full * 4, len - full * 4);
-                __builtin_memcpy(dst + static_cast<size_t>(full) * PT * 4, &v, 4);
+            const int full = len / U;
+            for (int q = 0; q < full; ++q) __builtin_memcpy(dst + static_cast<size_t>(q) * PT * U, xt + k0 + q * U, U);
+            if (full * U < len) {
+                int8_t* d = dst + static_cast<size_t>(full) * PT * U;
+                for (int b = 0; b < U; ++b) d[b] = full * U + b < len ? xt[k0 + full * U + b] : 0;
             }
             int32_t sum = 0;
             if constexpr (D::kSurplus) {
@@ -110,11 +115,44 @@ void pack_panel(const Args& a, int t0, int t_end, int g0, int g1, GemmPanel<D>& 
     }
 }
 
+// The GEMM's blocking: for each panel of PT rows of x in [t_begin, t_end) and each K block of
+// whole groups (at most kPanelBytes packed), packs the panel and calls tile(t0, g0, g1), which
+// runs the task's rows of W against it (g0 == 0: the first block, which writes y). Groups too
+// long for one block go to `rows`, the variant's row kernel, instead.
+template <class D, class Tile>
+void gemm_blocks(const Args& a, int t_begin, int t_end, int n_begin, int n_end, RowsFn rows, GemmPanel<D>& panel, Tile tile) {
+    constexpr int PT = GemmPanel<D>::PT, U = D::kUnit;
+    if (units_of(gemm_min(a.K, a.group), U) * U * PT > kPanelBytes) {
+        Args sub = a;
+        sub.T = t_end - t_begin;
+        sub.xq = a.xq + static_cast<size_t>(t_begin) * a.K;
+        sub.xs = a.xs + static_cast<size_t>(t_begin) * a.gpr;
+        sub.y = a.y + static_cast<size_t>(t_begin) * a.N;
+        rows(sub, n_begin, n_end);
+        return;
+    }
+    for (int t0 = t_begin; t0 < t_end; t0 += PT) {
+        for (int g0 = 0; g0 < a.gpr;) {
+            int g1 = g0, bytes = 0;
+            while (g1 < a.gpr && g1 - g0 < kBlockGroups) {
+                const int b = units_of(gemm_min(a.K, (g1 + 1) * a.group) - g1 * a.group, U) * U * PT;
+                if (bytes + b > kPanelBytes) break;
+                bytes += b;
+                ++g1;
+            }
+            pack_panel<D>(a, t0, t_end, g0, g1, panel);
+            tile(t0, g0, g1);
+            g0 = g1;
+        }
+    }
+}
+
 // RR rows of W from n against the packed panel (rows t0.., groups g0..g1); first: the first
 // K block, which writes y with the bias, the others add to y.
 template <class D, int RR>
 void gemm_tile(const Args& a, const GemmPanel<D>& p, int n, int t0, int t_end, int g0, int g1, bool first) {
     constexpr int P = D::P, NB = D::NB, PT = GemmPanel<D>::PT;
+    static_assert(D::kUnit == 4, "gemm_tile takes quads");
     const int K = a.K, group = a.group, gpr = a.gpr;
     const int8_t* w = static_cast<const int8_t*>(a.w) + static_cast<size_t>(n) * K;
     const float* ws = a.wscales + static_cast<size_t>(n) * gpr;
@@ -123,7 +161,7 @@ void gemm_tile(const Args& a, const GemmPanel<D>& p, int n, int t0, int t_end, i
         for (int b = 0; b < NB; ++b) acc[r][b] = D::fzero();
     for (int g = g0; g < g1; ++g) {
         const int gl = g - g0, k0 = g * group, len = gemm_min(K, k0 + group) - k0;
-        const int8_t* xp = p.x + static_cast<size_t>(p.quad0[gl]) * PT * 4;
+        const int8_t* xp = p.x + static_cast<size_t>(p.unit0[gl]) * PT * 4;
         typename D::VecI s[RR][NB];
         for (int r = 0; r < RR; ++r)
             for (int b = 0; b < NB; ++b) s[r][b] = D::izero();
@@ -161,34 +199,12 @@ void gemm_tile(const Args& a, const GemmPanel<D>& p, int n, int t0, int t_end, i
 // y[t_begin:t_end, n_begin:n_end]; `rows`, the variant's row kernel, takes groups no block holds.
 template <class D>
 void i8_gemm(const Args& a, int t_begin, int t_end, int n_begin, int n_end, RowsFn rows) {
-    constexpr int PT = GemmPanel<D>::PT;
-    const int first_len = gemm_min(a.K, a.group);
-    if (quads_of(first_len) * 4 * PT > kPanelBytes) {
-        Args sub = a;
-        sub.T = t_end - t_begin;
-        sub.xq = a.xq + static_cast<size_t>(t_begin) * a.K;
-        sub.xs = a.xs + static_cast<size_t>(t_begin) * a.gpr;
-        sub.y = a.y + static_cast<size_t>(t_begin) * a.N;
-        rows(sub, n_begin, n_end);
-        return;
-    }
     GemmPanel<D> panel;
-    for (int t0 = t_begin; t0 < t_end; t0 += PT) {
-        for (int g0 = 0; g0 < a.gpr;) {
-            int g1 = g0, bytes = 0;
-            while (g1 < a.gpr && g1 - g0 < kBlockGroups) {
-                const int q = quads_of(gemm_min(a.K, (g1 + 1) * a.group) - g1 * a.group);
-                if (bytes + q * 4 * PT > kPanelBytes) break;
-                bytes += q * 4 * PT;
-                ++g1;
-            }
-            pack_panel<D>(a, t0, t_end, g0, g1, panel);
-            int n = n_begin;
-            for (; n + D::R <= n_end; n += D::R) gemm_tile<D, D::R>(a, panel, n, t0, t_end, g0, g1, g0 == 0);
-            for (; n < n_end; ++n) gemm_tile<D, 1>(a, panel, n, t0, t_end, g0, g1, g0 == 0);
-            g0 = g1;
-        }
-    }
+    gemm_blocks<D>(a, t_begin, t_end, n_begin, n_end, rows, panel, [&](int t0, int g0, int g1) {
+        int n = n_begin;
+        for (; n + D::R <= n_end; n += D::R) gemm_tile<D, D::R>(a, panel, n, t0, t_end, g0, g1, g0 == 0);
+        for (; n < n_end; ++n) gemm_tile<D, 1>(a, panel, n, t0, t_end, g0, g1, g0 == 0);
+    });
 }
 
 #if defined(__ARM_NEON)
@@ -197,7 +213,7 @@ void i8_gemm(const Args& a, int t_begin, int t_end, int n_begin, int n_end, Rows
 // (SDOT in linear_dotprod.cpp, widening multiplies in linear_neon.cpp). Signed by signed: no surplus.
 template <int32x4_t (*Dot4)(int32x4_t, int8x16_t, int8x16_t)>
 struct NeonGemm {
-    static constexpr int P = 4, NB = 2, R = 4;
+    static constexpr int P = 4, NB = 2, R = 4, kUnit = 4;
     static constexpr bool kSurplus = false;
     using VecI = int32x4_t;
     using VecF = float32x4_t;
