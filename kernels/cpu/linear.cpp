@@ -109,12 +109,14 @@ Kernels kernels_for(CpuLevel level) {
         k.i8_gemm_rows = level == CpuLevel::Avx512 ? 32 : 16;
     }
 #elif defined(__aarch64__)
-    if (level == CpuLevel::Neon || level == CpuLevel::Dotprod) {
+    if (level == CpuLevel::Neon || level == CpuLevel::Dotprod || level == CpuLevel::I8mm) {
         using namespace linear_detail;
         k = {f32_rows_neon, f16_rows_neon, i8_rows_neon, quantize_neon, "f32: neon", "f16: neon", "int8: neon"};
         if (level == CpuLevel::Dotprod) k.i8 = i8_rows_dotprod, k.i8_name = "int8: dotprod";
+        if (level == CpuLevel::I8mm) k.i8 = i8_rows_dotprod, k.i8_name = "int8: i8mm";  // sdot rows, smmla GEMM
         k.f32_gemm = f32_gemm_neon, k.f16_gemm = f16_gemm_neon, k.f_gemm_rows = 64;
-        k.i8_gemm = level == CpuLevel::Dotprod ? i8_gemm_dotprod : i8_gemm_neon, k.i8_gemm_rows = 8;
+        k.i8_gemm = level == CpuLevel::I8mm ? i8_gemm_i8mm : level == CpuLevel::Dotprod ? i8_gemm_dotprod : i8_gemm_neon;
+        k.i8_gemm_rows = 8;
     }
 #endif
     return k;
@@ -129,7 +131,8 @@ const Kernels& kernels_at(CpuLevel level) {
     // One table per level, built once; `level` is first clamped to what this CPU runs.
     static const Kernels table[] = {kernels_for(CpuLevel::Plain),   kernels_for(CpuLevel::Avx2),
                                     kernels_for(CpuLevel::AvxVnni), kernels_for(CpuLevel::Avx512),
-                                    kernels_for(CpuLevel::Neon),    kernels_for(CpuLevel::Dotprod)};
+                                    kernels_for(CpuLevel::Neon),    kernels_for(CpuLevel::Dotprod),
+                                    kernels_for(CpuLevel::I8mm)};
     static const CpuFeatures features = detect_cpu_features();
     return table[static_cast<int>(cpu_level_clamp(level, features))];
 }

@@ -1,5 +1,5 @@
 // Internal to linear.cpp and its per-CPU variants (linear_avx2.cpp, linear_avxvnni.cpp,
-// linear_avx512.cpp, linear_neon.cpp, linear_dotprod.cpp). Each variant is compiled with its
+// linear_avx512.cpp, linear_neon.cpp, linear_dotprod.cpp, linear_i8mm.cpp). Each variant is compiled with its
 // own target flags; linear.cpp, compiled without them, calls one only after
 // cpu_features.h says the CPU has it. So this header holds plain declarations only: no
 // inline function or template that a variant's flags could leak into shared code through.
@@ -64,6 +64,7 @@ void f32_gemm_neon(const Args& a, int t_begin, int t_end, int n_begin, int n_end
 void f16_gemm_neon(const Args& a, int t_begin, int t_end, int n_begin, int n_end);
 void i8_gemm_neon(const Args& a, int t_begin, int t_end, int n_begin, int n_end);
 void i8_gemm_dotprod(const Args& a, int t_begin, int t_end, int n_begin, int n_end);
+void i8_gemm_i8mm(const Args& a, int t_begin, int t_end, int n_begin, int n_end);
 #endif
 
 }  // namespace ember::kernels::linear_detail

@@ -1,8 +1,8 @@
 // Every linear() kernel variant this CPU runs (kernels/cpu/cpu_features.h: plain, avx2,
-// avxvnni, avx512 on x86-64; plain, neon, dotprod on aarch64) against the plain reference
+// avxvnni, avx512 on x86-64; plain, neon, dotprod, i8mm on aarch64) against the plain reference
 // linear_ref on random data; levels the CPU lacks are skipped with a message. In the device
 // test binary so that the aarch64 variants run under qemu (scripts/cross-aarch64.sh runs it
-// with a CPU that has dotprod and one that does not).
+// with -cpu max, which has dotprod and i8mm, and cortex-a57, which has neither).
 //
 // Tolerances: f32 and f16 weights, max |y - ref| / max(1, max |ref|) < 1e-5 (f32 sums over at
 // most 3000 terms in another order). int8 against linear_ref (dequantized W, unquantized x):
@@ -170,6 +170,7 @@ TEST_CASE("CPU levels: clamped to what the CPU has, named and parsed, and the ke
     CpuFeatures none;
     CHECK(cpu_level_clamp(CpuLevel::Avx512, none) == CpuLevel::Plain);
     CHECK(cpu_level_clamp(CpuLevel::Dotprod, none) == CpuLevel::Plain);
+    CHECK(cpu_level_clamp(CpuLevel::I8mm, none) == CpuLevel::Plain);
     CpuFeatures f;
 #if defined(__x86_64__)
     f.avx2 = true;
@@ -191,6 +192,12 @@ TEST_CASE("CPU levels: clamped to what the CPU has, named and parsed, and the ke
     CHECK(cpu_level_clamp(CpuLevel::Avx2, f) == CpuLevel::Plain);
     f.dotprod = true;
     CHECK(cpu_level_clamp(CpuLevel::Dotprod, f) == CpuLevel::Dotprod);
+    CHECK(cpu_level_clamp(CpuLevel::I8mm, f) == CpuLevel::Dotprod);
+    f.i8mm = true;
+    CHECK(cpu_level_clamp(CpuLevel::I8mm, f) == CpuLevel::I8mm);
+    if (cpu_level_supported(CpuLevel::I8mm, detect_cpu_features())) {
+        CHECK(std::string(linear_kernel_name(WType::I8, CpuLevel::I8mm)) == "int8: i8mm");
+    }
     CHECK(std::string(linear_kernel_name(WType::I8, CpuLevel::Neon)) == "int8: neon");
     CHECK(detect_cpu_features().neon);
     if (cpu_level_supported(CpuLevel::Dotprod, detect_cpu_features())) {
