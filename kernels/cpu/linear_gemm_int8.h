@@ -1,6 +1,6 @@
 // The int8 GEMM of linear()'s prefill (T >= kGemmMinRows, linear.cpp), shared by the SIMD
 // variants (linear_avx2.cpp, linear_avxvnni.cpp, linear_avx512.cpp, linear_neon.cpp,
-// linear_dotprod.cpp). Same math as linear_int8_block.h:
+// linear_dotprod.cpp; linear_i8mm.cpp its packing and blocking). Same math as linear_int8_block.h:
 //   y[t, n] = sum_g (xq_t . wq_n)_g * xs[t, g] * ws[n, g] + bias[n],
 // with the integer dot products per group, but vector lanes run over rows of x (t), not over k:
 //
