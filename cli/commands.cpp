@@ -246,10 +246,10 @@ int cmd_bench(const BenchArgs& a) {
     for (int i = 0; i < n_prefill; ++i) window[i] = (i * 7 + 3) % c.tokenizer_size;
 
     // Prefill: one window of n_prefill tokens (default block_size). CPU: forward_window (logits of every
-    // row). CUDA: reset + append (the prompt path, last-row logits), so that copying
-    // [block_size, V] logits to the host is not counted as prefill.
+    // row), or with --prefill-logits last the prompt path. CUDA: reset + append (the prompt path,
+    // last-row logits), so that copying [block_size, V] logits to the host is not counted as prefill.
     auto prefill_once = [&] {
-        if (gpu) {
+        if (gpu || a.prefill_logits == "last") {
             session->reset();
             session->append(window.data(), n_prefill);
         } else {
@@ -290,7 +290,7 @@ int cmd_bench(const BenchArgs& a) {
                                 kernels::ops_kernel_name();
     if (a.json) {
         nlohmann::json j{{"engine", "ember"}, {"backend", backend.name()}, {"threads", threads}, {"prefill_tok_s", p},
-                         {"decode_tok_s", d}, {"prefill_tokens", n_prefill}, {"decode_tokens", steps}, {"block_size", c.block_size}, {"weight_bytes", model->weight_bytes()},
+                         {"decode_tok_s", d}, {"prefill_tokens", n_prefill}, {"prefill_logits", gpu ? "last" : a.prefill_logits}, {"decode_tokens", steps}, {"block_size", c.block_size}, {"weight_bytes", model->weight_bytes()},
                          {"mmap", a.load.mmap}, {"mlock", a.load.mlock}, {"mlocked", model->locked()}, {"huge_page_bytes", model->huge_page_bytes()}};
         if (!gpu) j["kernels"] = kernels;
         j["kv_cache"] = gpu ? "f16" : kernels::kv_dtype_name(so.kv_cache);  // the CUDA backend's is always fp16

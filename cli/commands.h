@@ -53,6 +53,7 @@ struct BenchArgs {
     bool json = false;
     std::string backend = "auto";
     std::string kv_cache = "f16";  // f16 | f32
+    std::string prefill_logits = "all";  // CPU: all (forward_window, every row's logits) | last (the prompt path)
     LoadOptions load;  // --no-mmap, --mlock
 };
 int cmd_bench(const BenchArgs& a);

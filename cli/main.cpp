@@ -129,6 +129,11 @@ int main(int argc, char** argv) {
     b->add_flag("--json", be.json, "print one JSON line");
     b->add_option("--backend", be.backend, "cpu | cuda | auto (CUDA when a GPU is present)")->capture_default_str();
     b->add_option("--kv-cache", be.kv_cache, "the CPU backend's KV cache: f16 | f32")->capture_default_str()->check(CLI::IsMember({"f16", "f32"}));
+    b->add_option("--prefill-logits", be.prefill_logits,
+                  "CPU prefill: all = every row's logits (forward_window, as eval runs it), "
+                  "last = the last row's only (a prompt, and the exact context policy's re-run window)")
+        ->capture_default_str()
+        ->check(CLI::IsMember({"all", "last"}));
     add_load_flags(b, be.load);
 
     cli::FlashArgs fl;

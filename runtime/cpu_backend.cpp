@@ -53,7 +53,7 @@ MemoryPlan plan_memory(const Model& model, int threads, bool all_logits, int lor
     p.logits = take(static_cast<size_t>(p.logit_rows) * V * f4);
     p.k_cache = take(L * S * C * kernels::kv_dtype_bytes(kv));
     p.v_cache = take(L * S * C * kernels::kv_dtype_bytes(kv));
-    p.scores = take(static_cast<size_t>(threads) * S * f4);
+    p.scores = take(static_cast<size_t>(threads) * kernels::kAttentionQueryBlock * S * f4);
     p.xq = take(S * std::max(C, F));
     p.xs = take(S * static_cast<size_t>(groups) * f4);
     p.history = take(S * sizeof(int));
@@ -149,7 +149,7 @@ const float* CpuBackend::forward(const int* ids, int T, int pos0, int row0, int 
                 kernels::kv_round_f16(row + C, kc + static_cast<size_t>(row0 + t) * C, C);
                 kernels::kv_round_f16(row + 2 * C, vc + static_cast<size_t>(row0 + t) * C, C);
             }
-            kernels::attention(qkv, kc, vc, as, att, buf<float>(plan_.scores), S, pool_);
+            kernels::attention(qkv, kc, vc, as, att, buf<float>(plan_.scores), kernels::kAttentionQueryBlock * S, pool_);
         } else {
             float* kc = buf<float>(plan_.k_cache) + layer_off;
             float* vc = buf<float>(plan_.v_cache) + layer_off;
@@ -158,7 +158,7 @@ const float* CpuBackend::forward(const int* ids, int T, int pos0, int row0, int 
                 std::memcpy(kc + static_cast<size_t>(row0 + t) * C, row + C, C * sizeof(float));
                 std::memcpy(vc + static_cast<size_t>(row0 + t) * C, row + 2 * C, C * sizeof(float));
             }
-            kernels::attention(qkv, kc, vc, as, att, buf<float>(plan_.scores), S, pool_);
+            kernels::attention(qkv, kc, vc, as, att, buf<float>(plan_.scores), kernels::kAttentionQueryBlock * S, pool_);
         }
         kernels::linear(att, T, L.proj, L.proj_b, tmp, scratch, pool_);
         add_lora(l, LoraTarget::Proj, att, T, tmp);

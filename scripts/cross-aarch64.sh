@@ -2,8 +2,8 @@
 # Builds the whole project (kernels, runtime, converter, the ember command, firmware, both
 # test suites) for aarch64, the Jetson's CPU, with Debian's cross toolchain, CPU only, and runs
 # every test under qemu-user: ember_tests (against the PyTorch fixtures) and
-# ember_firmware_tests with -cpu max (NEON + dotprod), then the numeric test cases again on a
-# Cortex-A57 (NEON, no dotprod), so both int8 kernels run. The tests that run `ember` and
+# ember_firmware_tests with -cpu max (NEON + dotprod + i8mm), then the numeric test cases again on a
+# Cortex-A57 (NEON, no dotprod), so every int8 kernel runs. The tests that run `ember` and
 # `ember-console` run them through qemu too (binfmt_misc is not needed). Installs what is
 # missing: g++-aarch64-linux-gnu, qemu-user and the arm64 libraries through multiarch.
 #   scripts/cross-aarch64.sh              build into build-aarch64/ and run the tests
@@ -33,7 +33,7 @@ echo "built: build-aarch64/firmware/ember-console, build-aarch64/cli/ember"
 if [[ "${1:-}" != "--no-tests" ]]; then
   # The tests that run `ember` and `ember-console` run them through qemu-aarch64 as well
   # (EMBER_EMULATOR); the default model's full validation loss is skipped there (a MESSAGE says so).
-  echo "--- every test under qemu-aarch64 -cpu max (NEON + dotprod)"
+  echo "--- every test under qemu-aarch64 -cpu max (NEON + dotprod + i8mm)"
   (cd build-aarch64 && QEMU_CPU=max ctest --output-on-failure -j 2)
   # Again on a CPU without dotprod, so that the NEON int8 kernel runs too: the numeric test
   # cases only (kernels and their backward passes against the references, the runtime against

@@ -102,13 +102,19 @@ using ops_detail::OpKernels;
 struct F32Loops {
     ops_detail::ScoresFn scores;
     ops_detail::WeightedSumFn weighted_sum;
+    ops_detail::Scores4Fn scores4;
+    ops_detail::WeightedSum4Fn weighted_sum4;
 };
 struct F16Loops {
     ops_detail::ScoresF16Fn scores;
     ops_detail::WeightedSumF16Fn weighted_sum;
+    ops_detail::Scores4F16Fn scores4;
+    ops_detail::WeightedSum4F16Fn weighted_sum4;
 };
-F32Loops loops_for(const OpKernels& k, const float*) { return {k.scores, k.weighted_sum}; }
-F16Loops loops_for(const OpKernels& k, const uint16_t*) { return {k.scores_f16, k.weighted_sum_f16}; }
+F32Loops loops_for(const OpKernels& k, const float*) { return {k.scores, k.weighted_sum, k.scores4, k.weighted_sum4}; }
+F16Loops loops_for(const OpKernels& k, const uint16_t*) {
+    return {k.scores_f16, k.weighted_sum_f16, k.scores4_f16, k.weighted_sum4_f16};
+}
 
 template <typename E>
 void run_attention(const OpKernels& kern, const float* q, const E* k, const E* v, const AttentionShape& s,
@@ -132,6 +138,34 @@ void run_attention(const OpKernels& kern, const float* q, const E* k, const E* v
         kern.softmax(w, n_keys);
         loops.weighted_sum(w, v + h * hs, C, n_keys, o, hs);
     };
+    // Prefill with the four-query loops, when the scratch holds four rows of scores: items are
+    // (block of 4 queries, head); the block's keys are those of its last query, each query's
+    // softmax runs over its own keys and its weights past them are 0 (an exact no-op in the sums).
+    const int max_keys = s.n_keys0 + s.T - 1;
+    if (s.T >= kAttentionQueryBlock && loops.scores4 && scores_ld >= kAttentionQueryBlock * max_keys) {
+        const int blocks = s.T / kAttentionQueryBlock;
+        pool.run(blocks * s.n_head + (s.T - blocks * kAttentionQueryBlock) * s.n_head, [&](int item, int thread) {
+            if (item >= blocks * s.n_head) {  // the last T % 4 queries, one at a time
+                item_fn(blocks * kAttentionQueryBlock * s.n_head + (item - blocks * s.n_head), thread);
+                return;
+            }
+            const int t0 = item / s.n_head * kAttentionQueryBlock, h = item % s.n_head;
+            if (s.n_keys0 + t0 == 0) {  // query 0 sees no key
+                for (int i = 0; i < kAttentionQueryBlock; ++i) item_fn((t0 + i) * s.n_head + h, thread);
+                return;
+            }
+            const int n = s.n_keys0 + t0 + kAttentionQueryBlock - 1;
+            float* w = scores + static_cast<size_t>(thread) * scores_ld;
+            loops.scores4(q + static_cast<size_t>(t0) * s.ldq + h * hs, s.ldq, k + h * hs, C, n, hs, s.scale, w, n);
+            for (int i = 0; i < kAttentionQueryBlock; ++i) {
+                const int n_i = s.n_keys0 + t0 + i;
+                kern.softmax(w + static_cast<size_t>(i) * n, n_i);
+                std::fill(w + static_cast<size_t>(i) * n + n_i, w + static_cast<size_t>(i + 1) * n, 0.0f);
+            }
+            loops.weighted_sum4(w, n, v + h * hs, C, n, out + static_cast<size_t>(t0) * C + h * hs, C, hs);
+        });
+        return;
+    }
     const int n_items = s.T * s.n_head;
     if (s.T == 1) {  // decode: equal items, one contiguous range per thread
         pool.parallel_for(n_items, 1, [&](int i0, int i1, int thread) {

@@ -36,8 +36,13 @@ struct AttentionShape {
 // Plain reference, double accumulation. scores: [n_keys0 + T - 1] scratch.
 void attention_ref(const float* q, const float* k, const float* v, const AttentionShape& s, float* out);
 
+// Queries a prefill takes at once where the level has four-query loops (avx2).
+constexpr int kAttentionQueryBlock = 4;
+
 // Fast: (t, h) pairs split across the pool; scores [pool.size(), max keys] caller-owned
-// scratch with row stride `scores_ld`. Allocates nothing. The q.k, softmax and weighted-sum
+// scratch with row stride `scores_ld`. With scores_ld >= kAttentionQueryBlock * max keys
+// (max keys = n_keys0 + T - 1) and T >= kAttentionQueryBlock, a level with four-query loops
+// takes (4 queries, head) items: each cache row is loaded (and widened) once for four queries. Allocates nothing. The q.k, softmax and weighted-sum
 // loops are those of cpu_level() (cpu_features.h: AVX2 + FMA on x86-64, NEON on aarch64, else
 // plain); plain's softmax uses std::exp, the vector ones a Cephes-style e^x within a few ulp.
 void attention(const float* q, const float* k, const float* v, const AttentionShape& s, float* out,

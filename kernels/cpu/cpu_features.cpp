@@ -12,6 +12,9 @@
 #ifndef HWCAP_ASIMDDP
 #define HWCAP_ASIMDDP (1 << 20)
 #endif
+#ifndef HWCAP2_I8MM
+#define HWCAP2_I8MM (1 << 13)
+#endif
 #endif
 
 namespace ember::kernels {
@@ -33,6 +36,7 @@ CpuFeatures detect_cpu_features() {
 #elif defined(EMBER_ARM64)
     f.neon = true;
     f.dotprod = (getauxval(AT_HWCAP) & HWCAP_ASIMDDP) != 0;
+    f.i8mm = (getauxval(AT_HWCAP2) & HWCAP2_I8MM) != 0;
 #endif
     return f;
 }
@@ -48,6 +52,7 @@ bool cpu_level_supported(CpuLevel level, const CpuFeatures& f) {
 #ifdef EMBER_ARM64
         case CpuLevel::Neon: return f.neon;
         case CpuLevel::Dotprod: return f.dotprod;
+        case CpuLevel::I8mm: return f.dotprod && f.i8mm;
 #endif
         default: return false;
     }
@@ -56,7 +61,7 @@ bool cpu_level_supported(CpuLevel level, const CpuFeatures& f) {
 CpuLevel cpu_level_clamp(CpuLevel cap, const CpuFeatures& f) {
     // Levels of one architecture are contiguous in the enum, lowest first.
     const bool x86 = cap == CpuLevel::Avx2 || cap == CpuLevel::AvxVnni || cap == CpuLevel::Avx512;
-    const bool arm = cap == CpuLevel::Neon || cap == CpuLevel::Dotprod;
+    const bool arm = cap == CpuLevel::Neon || cap == CpuLevel::Dotprod || cap == CpuLevel::I8mm;
     const CpuLevel lowest = x86 ? CpuLevel::Avx2 : CpuLevel::Neon;
     if (!x86 && !arm) return CpuLevel::Plain;
     for (int l = static_cast<int>(cap); l >= static_cast<int>(lowest); --l) {
@@ -73,6 +78,7 @@ const char* cpu_level_name(CpuLevel level) {
         case CpuLevel::Avx512: return "avx512";
         case CpuLevel::Neon: return "neon";
         case CpuLevel::Dotprod: return "dotprod";
+        case CpuLevel::I8mm: return "i8mm";
     }
     return "plain";
 }
@@ -94,7 +100,7 @@ CpuLevel choose_level() {
 #ifdef EMBER_X86
     CpuLevel cap = CpuLevel::Avx512;
 #elif defined(EMBER_ARM64)
-    CpuLevel cap = CpuLevel::Dotprod;
+    CpuLevel cap = CpuLevel::I8mm;
 #else
     CpuLevel cap = CpuLevel::Plain;
 #endif

@@ -2,9 +2,10 @@
 // (-DEMBER_NATIVE=OFF) picks the fast paths where the CPU has them.
 //
 // Levels, lowest first: x86-64 plain < avx2 (AVX2 + FMA + F16C) < avxvnni (AVX-VNNI, 256-bit)
-// < avx512 (AVX-512 F/BW/VL + VNNI); aarch64 plain < neon < dotprod (SDOT). A level implies
+// < avx512 (AVX-512 F/BW/VL + VNNI); aarch64 plain < neon < dotprod (SDOT) < i8mm (SMMLA,
+// FEAT_I8MM, with dotprod). A level implies
 // the ones below it on its architecture (avx512 does not need AVX-VNNI: it has its own
-// 256-bit form). The environment variable EMBER_CPU_KERNELS=plain|avx2|avxvnni|avx512|neon|dotprod
+// 256-bit form). The environment variable EMBER_CPU_KERNELS=plain|avx2|avxvnni|avx512|neon|dotprod|i8mm
 // caps the level (for tests and benchmarks); a name this build does not know, or one of the
 // other architecture, means plain.
 #pragma once
@@ -17,9 +18,10 @@ struct CpuFeatures {
     bool avx512_vnni = false;  // x86-64: AVX-512 F, BW, VL and VNNI, and avx2
     bool neon = false;         // aarch64: Advanced SIMD (always)
     bool dotprod = false;      // aarch64: SDOT/UDOT (HWCAP_ASIMDDP)
+    bool i8mm = false;         // aarch64: SMMLA/UMMLA (HWCAP2_I8MM)
 };
 
-enum class CpuLevel { Plain, Avx2, AvxVnni, Avx512, Neon, Dotprod };
+enum class CpuLevel { Plain, Avx2, AvxVnni, Avx512, Neon, Dotprod, I8mm };
 
 // CPUID (x86-64) or getauxval (aarch64) now; all false on other architectures.
 CpuFeatures detect_cpu_features();
@@ -30,7 +32,7 @@ bool cpu_level_supported(CpuLevel level, const CpuFeatures& f);
 // The highest supported level that is not above `cap` on this architecture (plain if none).
 CpuLevel cpu_level_clamp(CpuLevel cap, const CpuFeatures& f);
 
-// "plain", "avx2", "avxvnni", "avx512", "neon", "dotprod".
+// "plain", "avx2", "avxvnni", "avx512", "neon", "dotprod", "i8mm".
 const char* cpu_level_name(CpuLevel level);
 
 // Parses a level name as cpu_level_name() writes it; false for any other string.
@@ -38,7 +40,7 @@ bool parse_cpu_level(const char* name, CpuLevel* out);
 
 // Every level, lowest first (for tests that run each one).
 constexpr CpuLevel kCpuLevels[] = {CpuLevel::Plain, CpuLevel::Avx2, CpuLevel::AvxVnni, CpuLevel::Avx512,
-                                   CpuLevel::Neon, CpuLevel::Dotprod};
+                                   CpuLevel::Neon, CpuLevel::Dotprod, CpuLevel::I8mm};
 
 // The level the kernels use: detect_cpu_features() capped by EMBER_CPU_KERNELS (unset: no
 // cap; an unknown name: plain). Computed once, on first call; thread-safe.

@@ -103,12 +103,20 @@ Kernels kernels_for(CpuLevel level) {
         k = {f32_rows_avx2, f16_rows_avx2, i8_rows_avx2, quantize_avx2, "f32: avx2", "f16: avx2", "int8: avx2"};
         if (level == CpuLevel::AvxVnni) k.i8 = i8_rows_avxvnni, k.i8_name = "int8: avx-vnni";
         if (level == CpuLevel::Avx512) k.i8 = i8_rows_avx512, k.i8_name = "int8: avx512-vnni";
+        // The GEMMs' panels (linear_gemm_int8.h's P * NB per policy; f32 rows per cache block).
+        k.f32_gemm = f32_gemm_avx2, k.f16_gemm = f16_gemm_avx2, k.f_gemm_rows = 64;
+        k.i8_gemm = level == CpuLevel::Avx512 ? i8_gemm_avx512 : level == CpuLevel::AvxVnni ? i8_gemm_avxvnni : i8_gemm_avx2;
+        k.i8_gemm_rows = level == CpuLevel::Avx512 ? 32 : 16;
     }
 #elif defined(__aarch64__)
-    if (level == CpuLevel::Neon || level == CpuLevel::Dotprod) {
+    if (level == CpuLevel::Neon || level == CpuLevel::Dotprod || level == CpuLevel::I8mm) {
         using namespace linear_detail;
         k = {f32_rows_neon, f16_rows_neon, i8_rows_neon, quantize_neon, "f32: neon", "f16: neon", "int8: neon"};
         if (level == CpuLevel::Dotprod) k.i8 = i8_rows_dotprod, k.i8_name = "int8: dotprod";
+        if (level == CpuLevel::I8mm) k.i8 = i8_rows_dotprod, k.i8_name = "int8: i8mm";  // sdot rows, smmla GEMM
+        k.f32_gemm = f32_gemm_neon, k.f16_gemm = f16_gemm_neon, k.f_gemm_rows = 64;
+        k.i8_gemm = level == CpuLevel::I8mm ? i8_gemm_i8mm : level == CpuLevel::Dotprod ? i8_gemm_dotprod : i8_gemm_neon;
+        k.i8_gemm_rows = 8;
     }
 #endif
     return k;
@@ -123,12 +131,30 @@ const Kernels& kernels_at(CpuLevel level) {
     // One table per level, built once; `level` is first clamped to what this CPU runs.
     static const Kernels table[] = {kernels_for(CpuLevel::Plain),   kernels_for(CpuLevel::Avx2),
                                     kernels_for(CpuLevel::AvxVnni), kernels_for(CpuLevel::Avx512),
-                                    kernels_for(CpuLevel::Neon),    kernels_for(CpuLevel::Dotprod)};
+                                    kernels_for(CpuLevel::Neon),    kernels_for(CpuLevel::Dotprod),
+                                    kernels_for(CpuLevel::I8mm)};
     static const CpuFeatures features = detect_cpu_features();
     return table[static_cast<int>(cpu_level_clamp(level, features))];
 }
 
 constexpr int kRowGrain = 4;  // rows of W per unit of work: the int8 kernels take four at a time
+
+// Prefill: T >= kGemmMinRows runs the level's GEMM (linear_variants.h's GemmFn). Tasks are
+// panels of `panel_rows` rows of x times chunks of N (multiples of 16 rows of W), at least two
+// per thread so that every thread gets work; a task's rows of W run against its panel.
+constexpr int kGemmMinRows = 8;
+
+void run_gemm(linear_detail::GemmFn gemm, int panel_rows, const Args& a, ThreadPool& pool) {
+    const int panels = (a.T + panel_rows - 1) / panel_rows;
+    const int want = 2 * pool.size();
+    const int n_chunks = std::min((a.N + 15) / 16, std::max(1, (want + panels - 1) / panels));
+    const int n_per = ((a.N + n_chunks - 1) / n_chunks + 15) / 16 * 16;
+    const int n_tasks = panels * ((a.N + n_per - 1) / n_per);
+    pool.run(n_tasks, [&](int task, int) {
+        const int t0 = (task % panels) * panel_rows, n0 = (task / panels) * n_per;
+        gemm(a, t0, std::min(a.T, t0 + panel_rows), n0, std::min(a.N, n0 + n_per));
+    });
+}
 
 void run_linear(const Kernels& kern, const float* x, int T, const WeightView& w, const float* bias, float* y,
                 const LinearScratch& scratch, ThreadPool& pool) {
@@ -159,6 +185,11 @@ void run_linear(const Kernels& kern, const float* x, int T, const WeightView& w,
             quantize(0, T, 0);
         }
         rows = kern.i8;
+    }
+    const linear_detail::GemmFn gemm = w.type == WType::F32 ? kern.f32_gemm : w.type == WType::F16 ? kern.f16_gemm : kern.i8_gemm;
+    if (T >= kGemmMinRows && gemm) {
+        run_gemm(gemm, w.type == WType::I8 ? kern.i8_gemm_rows : kern.f_gemm_rows, a, pool);
+        return;
     }
     pool.parallel_for(a.N, kRowGrain, [&](int n_begin, int n_end, int) { rows(a, n_begin, n_end); });
 }

@@ -30,7 +30,9 @@ size_t linear_scratch_xs_bytes(int T, int K, int group_size);
 void linear_ref(const float* x, int T, const WeightView& w, const float* bias, float* y);
 
 // Fast: the kernels of cpu_level() (cpu_features.h: chosen once by the CPU's features, capped
-// by EMBER_CPU_KERNELS), rows of W split across the pool. Allocates nothing. y may not alias x.
+// by EMBER_CPU_KERNELS), rows of W split across the pool. T >= 8 (prefill) runs the level's
+// blocked GEMM (tiles of rows of W x rows of x; int8: linear_gemm_int8.h, linear_i8mm.cpp),
+// split over panels of x and chunks of N. Allocates nothing. y may not alias x.
 // The int8 variants all quantize x to the same integers; they differ from one another only
 // in the order of f32 additions.
 void linear(const float* x, int T, const WeightView& w, const float* bias, float* y,

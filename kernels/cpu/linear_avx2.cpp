@@ -3,6 +3,7 @@
 // non-inlined copy compiled with these flags could be linked into plain code.
 #include <immintrin.h>
 
+#include "kernels/cpu/linear_gemm_int8.h"
 #include "kernels/cpu/linear_int8_block.h"
 
 namespace ember::kernels::linear_detail {
@@ -64,7 +65,86 @@ struct Avx2Dot {
     static Acc fma(Acc acc, Sum s, const Group&, float scale) { return _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(scale), acc); }
 };
 
+// linear_gemm_int8.h's policy: 8 rows of x a YMM, 2 YMM a panel (16 rows), 2 rows of W a tile
+// (16 registers in all); each lane's 4 products by maddubs on |w| and x with w's sign.
+struct GemmAvx2 {
+    static constexpr int P = 8, NB = 2, R = 2, kUnit = 4;
+    static constexpr bool kSurplus = false;
+    using VecI = __m256i;
+    using VecF = __m256;
+    static VecI load_x(const int8_t* p) { return load32(p); }
+    static VecI bcast_w(uint32_t w4) { return _mm256_set1_epi32(static_cast<int>(w4)); }
+    static VecI dot(VecI s, VecI x, VecI w) { return _mm256_add_epi32(s, dot32(x, w)); }
+    static VecI izero() { return _mm256_setzero_si256(); }
+    static VecF fzero() { return _mm256_setzero_ps(); }
+    static VecF group_fma(VecF acc, VecI s, const int32_t*, const float* xs, float ws) {
+        return _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_mul_ps(_mm256_load_ps(xs), _mm256_set1_ps(ws)), acc);
+    }
+    static void store(float* out, VecF v) { _mm256_storeu_ps(out, v); }
+};
+
+// The f32 GEMM's tile: RR rows of W (from n) x CC rows of x (from t), lanes over k, RR * CC
+// accumulators (8 for 4 x 2: W's 4 loads serve 2 rows of x, x's 2 serve 4 rows of W); f16
+// weights widened as they are loaded (vcvtph2ps); the part of K past the last 8 scalar.
+inline __m256 load_w8(const float* p) { return _mm256_loadu_ps(p); }
+inline __m256 load_w8(const uint16_t* p) { return load_f16x8(p); }
+inline float w_at(const float* p) { return *p; }
+inline float w_at(const uint16_t* p) { return _cvtsh_ss(*p); }
+
+template <typename W, int RR, int CC>
+void f_tile(const Args& a, int n, int t) {
+    const int K = a.K;
+    const W* w = static_cast<const W*>(a.w) + static_cast<size_t>(n) * K;
+    const float* x = a.x + static_cast<size_t>(t) * K;
+    __m256 acc[CC][RR];
+    for (int c = 0; c < CC; ++c)
+        for (int r = 0; r < RR; ++r) acc[c][r] = _mm256_setzero_ps();
+    int k = 0;
+    for (; k + 8 <= K; k += 8) {
+        __m256 wv[RR];
+        for (int r = 0; r < RR; ++r) wv[r] = load_w8(w + static_cast<size_t>(r) * K + k);
+        for (int c = 0; c < CC; ++c) {
+            const __m256 xv = _mm256_loadu_ps(x + static_cast<size_t>(c) * K + k);
+            for (int r = 0; r < RR; ++r) acc[c][r] = _mm256_fmadd_ps(xv, wv[r], acc[c][r]);
+        }
+    }
+    for (int c = 0; c < CC; ++c) {
+        float tail[RR];
+        for (int r = 0; r < RR; ++r) {
+            float s = 0.0f;
+            for (int i = k; i < K; ++i) s += x[static_cast<size_t>(c) * K + i] * w_at(w + static_cast<size_t>(r) * K + i);
+            tail[r] = s;
+        }
+        store_rows<RR>(acc[c], tail, a.bias ? a.bias + n : nullptr, a.y + static_cast<size_t>(t + c) * a.N + n);
+    }
+}
+
+template <typename W>
+void f_gemm(const Args& a, int t_begin, int t_end, int n_begin, int n_end) {
+    int n = n_begin;
+    for (; n + 4 <= n_end; n += 4) {
+        int t = t_begin;
+        for (; t + 2 <= t_end; t += 2) f_tile<W, 4, 2>(a, n, t);
+        if (t < t_end) f_tile<W, 4, 1>(a, n, t);
+    }
+    for (; n < n_end; ++n) {
+        int t = t_begin;
+        for (; t + 2 <= t_end; t += 2) f_tile<W, 1, 2>(a, n, t);
+        if (t < t_end) f_tile<W, 1, 1>(a, n, t);
+    }
+}
+
 }  // namespace
+
+void f32_gemm_avx2(const Args& a, int t_begin, int t_end, int n_begin, int n_end) { f_gemm<float>(a, t_begin, t_end, n_begin, n_end); }
+
+void f16_gemm_avx2(const Args& a, int t_begin, int t_end, int n_begin, int n_end) {
+    f_gemm<uint16_t>(a, t_begin, t_end, n_begin, n_end);
+}
+
+void i8_gemm_avx2(const Args& a, int t_begin, int t_end, int n_begin, int n_end) {
+    i8_gemm<GemmAvx2>(a, t_begin, t_end, n_begin, n_end, i8_rows_avx2);
+}
 
 void f32_rows_avx2(const Args& a, int n_begin, int n_end) {
     for (int n = n_begin; n < n_end; ++n) {

@@ -7,6 +7,7 @@
 // read with a byte mask: masked bytes load as 0 in x, so they add nothing to either sum.
 #include <immintrin.h>
 
+#include "kernels/cpu/linear_gemm_int8.h"
 #include "kernels/cpu/linear_variants.h"
 
 namespace ember::kernels::linear_detail {
@@ -130,7 +131,35 @@ void i8_rows(const Args& a, int n_begin, int n_end) {
     }
 }
 
+// linear_gemm_int8.h's policy: 16 rows of x a ZMM, 2 ZMM a panel (32 rows), 4 rows of W a
+// tile; W's words flipped to unsigned (xor 0x80 per byte), 128 * sum(x) subtracted per group.
+struct GemmZmm {
+    static constexpr int P = 16, NB = 2, R = 4, kUnit = 4;
+    static constexpr bool kSurplus = true;
+    using VecI = __m512i;
+    using VecF = __m512;
+    static VecI load_x(const int8_t* p) { return _mm512_loadu_si512(p); }
+    static VecI bcast_w(uint32_t w4) { return _mm512_set1_epi32(static_cast<int>(w4 ^ 0x80808080u)); }
+    // vpdpbusd through asm with the accumulator tied ("+v"): with the intrinsic GCC 12 copies
+    // each of the 8 accumulators to another register and back around every instruction.
+    static VecI dot(VecI s, VecI x, VecI w) {
+        __asm__("vpdpbusd %2, %1, %0" : "+v"(s) : "v"(w), "v"(x));
+        return s;
+    }
+    static VecI izero() { return _mm512_setzero_si512(); }
+    static VecF fzero() { return _mm512_setzero_ps(); }
+    static VecF group_fma(VecF acc, VecI s, const int32_t* surplus, const float* xs, float ws) {
+        const __m512 d = _mm512_cvtepi32_ps(_mm512_sub_epi32(s, _mm512_load_si512(surplus)));
+        return _mm512_fmadd_ps(d, _mm512_mul_ps(_mm512_load_ps(xs), _mm512_set1_ps(ws)), acc);
+    }
+    static void store(float* out, VecF v) { _mm512_storeu_ps(out, v); }
+};
+
 }  // namespace
+
+void i8_gemm_avx512(const Args& a, int t_begin, int t_end, int n_begin, int n_end) {
+    i8_gemm<GemmZmm>(a, t_begin, t_end, n_begin, n_end, i8_rows_avx512);
+}
 
 void i8_rows_avx512(const Args& a, int n_begin, int n_end) {
     if (a.group >= 64) {

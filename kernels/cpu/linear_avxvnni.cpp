@@ -8,6 +8,7 @@
 //   sum_k w_k x_k = sum_k (w_k + 128) x_k - 128 sum_k x_k.
 #include <immintrin.h>
 
+#include "kernels/cpu/linear_gemm_int8.h"
 #include "kernels/cpu/linear_int8_block.h"
 
 namespace ember::kernels::linear_detail {
@@ -35,8 +36,31 @@ struct VnniDot {
     }
 };
 
+// linear_gemm_int8.h's policy: 8 rows of x a YMM, 2 YMM a panel, 2 rows of W a tile; W's words
+// flipped to unsigned, 128 * sum(x) subtracted per group.
+struct GemmVnni {
+    static constexpr int P = 8, NB = 2, R = 2, kUnit = 4;
+    static constexpr bool kSurplus = true;
+    using VecI = __m256i;
+    using VecF = __m256;
+    static VecI load_x(const int8_t* p) { return load32(p); }
+    static VecI bcast_w(uint32_t w4) { return _mm256_set1_epi32(static_cast<int>(w4 ^ 0x80808080u)); }
+    static VecI dot(VecI s, VecI x, VecI w) { return _mm256_dpbusd_avx_epi32(s, w, x); }
+    static VecI izero() { return _mm256_setzero_si256(); }
+    static VecF fzero() { return _mm256_setzero_ps(); }
+    static VecF group_fma(VecF acc, VecI s, const int32_t* surplus, const float* xs, float ws) {
+        const __m256 d = _mm256_cvtepi32_ps(_mm256_sub_epi32(s, _mm256_load_si256(reinterpret_cast<const __m256i*>(surplus))));
+        return _mm256_fmadd_ps(d, _mm256_mul_ps(_mm256_load_ps(xs), _mm256_set1_ps(ws)), acc);
+    }
+    static void store(float* out, VecF v) { _mm256_storeu_ps(out, v); }
+};
+
 }  // namespace
 
 void i8_rows_avxvnni(const Args& a, int n_begin, int n_end) { i8_rows<VnniDot>(a, n_begin, n_end); }
+
+void i8_gemm_avxvnni(const Args& a, int t_begin, int t_end, int n_begin, int n_end) {
+    i8_gemm<GemmVnni>(a, t_begin, t_end, n_begin, n_end, i8_rows_avxvnni);
+}
 
 }  // namespace ember::kernels::linear_detail

@@ -3,6 +3,7 @@
 // non-inlined copy compiled with these flags could be linked into plain code.
 #include <arm_neon.h>
 
+#include "kernels/cpu/linear_gemm_int8.h"
 #include "kernels/cpu/linear_int8_block.h"
 
 namespace ember::kernels::linear_detail {
@@ -15,5 +16,10 @@ inline int32x4_t sdot16(int32x4_t acc, int8x16_t x, int8x16_t w) { return vdotq_
 }  // namespace
 
 void i8_rows_dotprod(const Args& a, int n_begin, int n_end) { i8_rows<NeonI8<sdot16>>(a, n_begin, n_end); }
+
+// SDOT sums each lane's 4 products, which is what linear_gemm_int8.h's lanes need.
+void i8_gemm_dotprod(const Args& a, int t_begin, int t_end, int n_begin, int n_end) {
+    i8_gemm<NeonGemm<sdot16>>(a, t_begin, t_end, n_begin, n_end, i8_rows_dotprod);
+}
 
 }  // namespace ember::kernels::linear_detail

@@ -2,6 +2,7 @@
 #include <arm_neon.h>
 
 #include "kernels/cpu/half.h"
+#include "kernels/cpu/linear_gemm_int8.h"
 #include "kernels/cpu/linear_int8_block.h"
 
 namespace ember::kernels::linear_detail {
@@ -48,7 +49,76 @@ inline int32x4_t dot16(int32x4_t acc, int8x16_t x, int8x16_t w) {
     return vpadalq_s16(acc, p);
 }
 
+// 4 lanes of 4 products each (x and w: 4 bytes per lane), for linear_gemm_int8.h: widening
+// multiplies to int16, pairwise adds to int32, then a pairwise add of the two halves.
+inline int32x4_t dot4_lanes(int32x4_t acc, int8x16_t x, int8x16_t w) {
+    const int32x4_t lo = vpaddlq_s16(vmull_s8(vget_low_s8(x), vget_low_s8(w)));
+    const int32x4_t hi = vpaddlq_s16(vmull_high_s8(x, w));
+    return vaddq_s32(acc, vpaddq_s32(lo, hi));
+}
+
+// The f32 GEMM's tile: RR rows of W (from n) x CC rows of x (from t), lanes over k, RR * CC
+// accumulators (4 x 4: 16 of the 32 registers); f16 weights widened as they are loaded
+// (fcvtl); the part of K past the last 4 scalar.
+inline float32x4_t load_w4(const float* p) { return vld1q_f32(p); }
+inline float32x4_t load_w4(const uint16_t* p) { return load_f16x4(p); }
+inline float w_at(const float* p) { return *p; }
+inline float w_at(const uint16_t* p) { return half_to_float(*p); }
+
+template <typename W, int RR, int CC>
+void f_tile(const Args& a, int n, int t) {
+    const int K = a.K;
+    const W* w = static_cast<const W*>(a.w) + static_cast<size_t>(n) * K;
+    const float* x = a.x + static_cast<size_t>(t) * K;
+    float32x4_t acc[CC][RR];
+    for (int c = 0; c < CC; ++c)
+        for (int r = 0; r < RR; ++r) acc[c][r] = vdupq_n_f32(0.0f);
+    int k = 0;
+    for (; k + 4 <= K; k += 4) {
+        float32x4_t wv[RR];
+        for (int r = 0; r < RR; ++r) wv[r] = load_w4(w + static_cast<size_t>(r) * K + k);
+        for (int c = 0; c < CC; ++c) {
+            const float32x4_t xv = vld1q_f32(x + static_cast<size_t>(c) * K + k);
+            for (int r = 0; r < RR; ++r) acc[c][r] = vfmaq_f32(acc[c][r], xv, wv[r]);
+        }
+    }
+    for (int c = 0; c < CC; ++c) {
+        float tail[RR];
+        for (int r = 0; r < RR; ++r) {
+            float s = 0.0f;
+            for (int i = k; i < K; ++i) s += x[static_cast<size_t>(c) * K + i] * w_at(w + static_cast<size_t>(r) * K + i);
+            tail[r] = s;
+        }
+        store_rows<RR>(acc[c], tail, a.bias ? a.bias + n : nullptr, a.y + static_cast<size_t>(t + c) * a.N + n);
+    }
+}
+
+template <typename W>
+void f_gemm(const Args& a, int t_begin, int t_end, int n_begin, int n_end) {
+    int n = n_begin;
+    for (; n + 4 <= n_end; n += 4) {
+        int t = t_begin;
+        for (; t + 4 <= t_end; t += 4) f_tile<W, 4, 4>(a, n, t);
+        for (; t < t_end; ++t) f_tile<W, 4, 1>(a, n, t);
+    }
+    for (; n < n_end; ++n) {
+        int t = t_begin;
+        for (; t + 4 <= t_end; t += 4) f_tile<W, 1, 4>(a, n, t);
+        for (; t < t_end; ++t) f_tile<W, 1, 1>(a, n, t);
+    }
+}
+
 }  // namespace
+
+void f32_gemm_neon(const Args& a, int t_begin, int t_end, int n_begin, int n_end) { f_gemm<float>(a, t_begin, t_end, n_begin, n_end); }
+
+void f16_gemm_neon(const Args& a, int t_begin, int t_end, int n_begin, int n_end) {
+    f_gemm<uint16_t>(a, t_begin, t_end, n_begin, n_end);
+}
+
+void i8_gemm_neon(const Args& a, int t_begin, int t_end, int n_begin, int n_end) {
+    i8_gemm<NeonGemm<dot4_lanes>>(a, t_begin, t_end, n_begin, n_end, i8_rows_neon);
+}
 
 void f32_rows_neon(const Args& a, int n_begin, int n_end) {
     for (int n = n_begin; n < n_end; ++n) {

@@ -1,5 +1,5 @@
 // Internal to linear.cpp and its per-CPU variants (linear_avx2.cpp, linear_avxvnni.cpp,
-// linear_avx512.cpp, linear_neon.cpp, linear_dotprod.cpp). Each variant is compiled with its
+// linear_avx512.cpp, linear_neon.cpp, linear_dotprod.cpp, linear_i8mm.cpp). Each variant is compiled with its
 // own target flags; linear.cpp, compiled without them, calls one only after
 // cpu_features.h says the CPU has it. So this header holds plain declarations only: no
 // inline function or template that a variant's flags could leak into shared code through.
@@ -29,10 +29,16 @@ using RowsFn = void (*)(const Args& a, int n_begin, int n_end);
 // One row x [K] -> xq [K], xs [ceil(K / group)]: xs = absmax / 127, xq = round_half_even(x / xs).
 using QuantizeFn = void (*)(const float* x, int K, int group, int8_t* xq, float* xs);
 
+// Writes y[t_begin:t_end, n_begin:n_end] (bias added) as a blocked GEMM (linear_gemm_int8.h
+// for int8): prefill, T >= kGemmMinRows in linear.cpp. Int8 reads xq/xs, which a QuantizeFn wrote.
+using GemmFn = void (*)(const Args& a, int t_begin, int t_end, int n_begin, int n_end);
+
 struct Kernels {
     RowsFn f32, f16, i8;
     QuantizeFn quantize;
     const char *f32_name, *f16_name, *i8_name;  // e.g. "f32: avx2", "int8: avx512-vnni"
+    GemmFn f32_gemm = nullptr, f16_gemm = nullptr, i8_gemm = nullptr;  // null: the row kernels
+    int f_gemm_rows = 0, i8_gemm_rows = 0;  // rows of x per panel: a task's rows are a multiple
 };
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -42,6 +48,11 @@ void i8_rows_avx2(const Args& a, int n_begin, int n_end);
 void quantize_avx2(const float* x, int K, int group, int8_t* xq, float* xs);
 void i8_rows_avxvnni(const Args& a, int n_begin, int n_end);
 void i8_rows_avx512(const Args& a, int n_begin, int n_end);
+void f32_gemm_avx2(const Args& a, int t_begin, int t_end, int n_begin, int n_end);
+void f16_gemm_avx2(const Args& a, int t_begin, int t_end, int n_begin, int n_end);
+void i8_gemm_avx2(const Args& a, int t_begin, int t_end, int n_begin, int n_end);
+void i8_gemm_avxvnni(const Args& a, int t_begin, int t_end, int n_begin, int n_end);
+void i8_gemm_avx512(const Args& a, int t_begin, int t_end, int n_begin, int n_end);
 #endif
 #if defined(__aarch64__)
 void f32_rows_neon(const Args& a, int n_begin, int n_end);
@@ -49,6 +60,11 @@ void f16_rows_neon(const Args& a, int n_begin, int n_end);
 void i8_rows_neon(const Args& a, int n_begin, int n_end);
 void quantize_neon(const float* x, int K, int group, int8_t* xq, float* xs);
 void i8_rows_dotprod(const Args& a, int n_begin, int n_end);
+void f32_gemm_neon(const Args& a, int t_begin, int t_end, int n_begin, int n_end);
+void f16_gemm_neon(const Args& a, int t_begin, int t_end, int n_begin, int n_end);
+void i8_gemm_neon(const Args& a, int t_begin, int t_end, int n_begin, int n_end);
+void i8_gemm_dotprod(const Args& a, int t_begin, int t_end, int n_begin, int n_end);
+void i8_gemm_i8mm(const Args& a, int t_begin, int t_end, int n_begin, int n_end);
 #endif
 
 }  // namespace ember::kernels::linear_detail

@@ -154,7 +154,94 @@ void weighted_sum_t(const float* w, const E* v, int ldv, int n_keys, float* o, i
     }
 }
 
+// Four queries x two keys per pass (8 accumulators): each key's loads (and f16 widening) serve
+// four queries, each query's serve two keys; the part of the keys past a pair, or a head size
+// that is not a multiple of 8, one dot at a time.
+template <typename E>
+void scores4_t(const float* q, int ldq, const E* k, int ldk, int n_keys, int n, float scale, float* scores, int lds) {
+    int j = 0;
+    const __m128 vscale = _mm_set1_ps(scale);
+    if (n % 8 == 0) {
+        for (; j + 2 <= n_keys; j += 2) {
+            const E* k0 = k + static_cast<size_t>(j) * ldk;
+            __m256 a[4][2];
+            for (int i = 0; i < 4; ++i) a[i][0] = a[i][1] = _mm256_setzero_ps();
+            for (int d = 0; d < n; d += 8) {
+                const __m256 kv0 = load8(k0 + d), kv1 = load8(k0 + ldk + d);
+                for (int i = 0; i < 4; ++i) {
+                    const __m256 vq = _mm256_loadu_ps(q + static_cast<size_t>(i) * ldq + d);
+                    a[i][0] = _mm256_fmadd_ps(vq, kv0, a[i][0]);
+                    a[i][1] = _mm256_fmadd_ps(vq, kv1, a[i][1]);
+                }
+            }
+            for (int i = 0; i < 4; i += 2) {  // lanes: q_i k_j, q_i k_j+1, q_i+1 k_j, q_i+1 k_j+1
+                const __m256 h = _mm256_hadd_ps(_mm256_hadd_ps(a[i][0], a[i][1]), _mm256_hadd_ps(a[i + 1][0], a[i + 1][1]));
+                const __m128 sum = _mm_mul_ps(_mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1)), vscale);
+                _mm_storel_pi(reinterpret_cast<__m64*>(scores + static_cast<size_t>(i) * lds + j), sum);
+                _mm_storeh_pi(reinterpret_cast<__m64*>(scores + static_cast<size_t>(i + 1) * lds + j), sum);
+            }
+        }
+    }
+    for (; j < n_keys; ++j) {
+        for (int i = 0; i < 4; ++i)
+            scores[static_cast<size_t>(i) * lds + j] = dot_row(q + static_cast<size_t>(i) * ldq, k + static_cast<size_t>(j) * ldk, n) * scale;
+    }
+}
+
+// Four rows of weights, 16 columns of v per pass over the keys (8 accumulators), then 8, then scalar.
+template <typename E>
+void weighted_sum4_t(const float* w, int ldw, const E* v, int ldv, int n_keys, float* o, int ldo, int n) {
+    int d = 0;
+    for (; d + 16 <= n; d += 16) {
+        __m256 a[4][2];
+        for (int i = 0; i < 4; ++i) a[i][0] = a[i][1] = _mm256_setzero_ps();
+        const E* vj = v + d;
+        for (int j = 0; j < n_keys; ++j, vj += ldv) {
+            const __m256 v0 = load8(vj), v1 = load8(vj + 8);
+            for (int i = 0; i < 4; ++i) {
+                const __m256 wj = _mm256_set1_ps(w[static_cast<size_t>(i) * ldw + j]);
+                a[i][0] = _mm256_fmadd_ps(wj, v0, a[i][0]);
+                a[i][1] = _mm256_fmadd_ps(wj, v1, a[i][1]);
+            }
+        }
+        for (int i = 0; i < 4; ++i) {
+            _mm256_storeu_ps(o + static_cast<size_t>(i) * ldo + d, a[i][0]);
+            _mm256_storeu_ps(o + static_cast<size_t>(i) * ldo + d + 8, a[i][1]);
+        }
+    }
+    for (; d + 8 <= n; d += 8) {
+        __m256 a[4];
+        for (int i = 0; i < 4; ++i) a[i] = _mm256_setzero_ps();
+        const E* vj = v + d;
+        for (int j = 0; j < n_keys; ++j, vj += ldv) {
+            const __m256 v0 = load8(vj);
+            for (int i = 0; i < 4; ++i) a[i] = _mm256_fmadd_ps(_mm256_set1_ps(w[static_cast<size_t>(i) * ldw + j]), v0, a[i]);
+        }
+        for (int i = 0; i < 4; ++i) _mm256_storeu_ps(o + static_cast<size_t>(i) * ldo + d, a[i]);
+    }
+    for (; d < n; ++d) {
+        for (int i = 0; i < 4; ++i) {
+            float acc = 0.0f;
+            for (int j = 0; j < n_keys; ++j) acc += w[static_cast<size_t>(i) * ldw + j] * load1(v + static_cast<size_t>(j) * ldv + d);
+            o[static_cast<size_t>(i) * ldo + d] = acc;
+        }
+    }
+}
+
 }  // namespace
+
+void scores4_avx2(const float* q, int ldq, const float* k, int ldk, int n_keys, int n, float scale, float* scores, int lds) {
+    scores4_t(q, ldq, k, ldk, n_keys, n, scale, scores, lds);
+}
+void weighted_sum4_avx2(const float* w, int ldw, const float* v, int ldv, int n_keys, float* o, int ldo, int n) {
+    weighted_sum4_t(w, ldw, v, ldv, n_keys, o, ldo, n);
+}
+void scores4_f16_avx2(const float* q, int ldq, const uint16_t* k, int ldk, int n_keys, int n, float scale, float* scores, int lds) {
+    scores4_t(q, ldq, k, ldk, n_keys, n, scale, scores, lds);
+}
+void weighted_sum4_f16_avx2(const float* w, int ldw, const uint16_t* v, int ldv, int n_keys, float* o, int ldo, int n) {
+    weighted_sum4_t(w, ldw, v, ldv, n_keys, o, ldo, n);
+}
 
 void scores_avx2(const float* q, const float* k, int ldk, int n_keys, int n, float scale, float* scores) {
     scores_t(q, k, ldk, n_keys, n, scale, scores);

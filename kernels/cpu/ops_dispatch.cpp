@@ -13,9 +13,11 @@ OpKernels kernels_for(CpuLevel level) {
     if (level == CpuLevel::Avx2 || level == CpuLevel::AvxVnni || level == CpuLevel::Avx512) {
         k = {scores_avx2, weighted_sum_avx2, scores_f16_avx2, weighted_sum_f16_avx2, round_f16_avx2,
              softmax_avx2, layernorm_row_avx2, activation_avx2, "avx2"};
+        k.scores4 = scores4_avx2, k.weighted_sum4 = weighted_sum4_avx2;
+        k.scores4_f16 = scores4_f16_avx2, k.weighted_sum4_f16 = weighted_sum4_f16_avx2;
     }
 #elif defined(__aarch64__)
-    if (level == CpuLevel::Neon || level == CpuLevel::Dotprod) {
+    if (level == CpuLevel::Neon || level == CpuLevel::Dotprod || level == CpuLevel::I8mm) {
         k = {scores_neon, weighted_sum_neon, scores_f16_neon, weighted_sum_f16_neon, round_f16_neon,
              softmax_neon, layernorm_row_neon, activation_neon, "neon"};
     }
@@ -28,7 +30,8 @@ OpKernels kernels_for(CpuLevel level) {
 const OpKernels& op_kernels_at(CpuLevel level) {
     static const OpKernels table[] = {kernels_for(CpuLevel::Plain),   kernels_for(CpuLevel::Avx2),
                                       kernels_for(CpuLevel::AvxVnni), kernels_for(CpuLevel::Avx512),
-                                      kernels_for(CpuLevel::Neon),    kernels_for(CpuLevel::Dotprod)};
+                                      kernels_for(CpuLevel::Neon),    kernels_for(CpuLevel::Dotprod),
+                                      kernels_for(CpuLevel::I8mm)};
     static const CpuFeatures features = detect_cpu_features();
     return table[static_cast<int>(cpu_level_clamp(level, features))];
 }

@@ -19,6 +19,14 @@ using WeightedSumFn = void (*)(const float* w, const float* v, int ldv, int n_ke
 // The same two over an f16 cache (k, v binary16, widened to f32 as they are read).
 using ScoresF16Fn = void (*)(const float* q, const uint16_t* k, int ldk, int n_keys, int n, float scale, float* scores);
 using WeightedSumF16Fn = void (*)(const float* w, const uint16_t* v, int ldv, int n_keys, float* o, int n);
+// Prefill, four queries at once (each key row loaded and widened once for the four):
+// scores[i * lds + j] = (q[i * ldq + 0:n] . k[j * ldk + 0:n]) * scale, i < 4, j < n_keys;
+// o[i * ldo + 0:n] = sum_j w[i * ldw + j] * v[j * ldv + 0:n].
+using Scores4Fn = void (*)(const float* q, int ldq, const float* k, int ldk, int n_keys, int n, float scale, float* scores, int lds);
+using WeightedSum4Fn = void (*)(const float* w, int ldw, const float* v, int ldv, int n_keys, float* o, int ldo, int n);
+using Scores4F16Fn = void (*)(const float* q, int ldq, const uint16_t* k, int ldk, int n_keys, int n, float scale, float* scores,
+                              int lds);
+using WeightedSum4F16Fn = void (*)(const float* w, int ldw, const uint16_t* v, int ldv, int n_keys, float* o, int ldo, int n);
 // y[0:n] = binary16(x[0:n]), round to nearest even.
 using RoundF16Fn = void (*)(const float* x, uint16_t* y, int n);
 // w[0:n] = softmax(w[0:n]) in place (n >= 1): e^(w - max), then divided by the sum.
@@ -38,6 +46,11 @@ struct OpKernels {
     LayerNormRowFn layernorm_row;
     ActivationFn activation;
     const char* name;  // "plain", "avx2", "neon"
+    // Four-query loops (null: attention runs one query at a time).
+    Scores4Fn scores4 = nullptr;
+    WeightedSum4Fn weighted_sum4 = nullptr;
+    Scores4F16Fn scores4_f16 = nullptr;
+    WeightedSum4F16Fn weighted_sum4_f16 = nullptr;
 };
 
 // The kernels of `level`, or of the highest level below it that this CPU runs
@@ -65,6 +78,10 @@ void round_f16_avx2(const float* x, uint16_t* y, int n);
 void softmax_avx2(float* w, int n);
 void layernorm_row_avx2(const float* x, int C, const float* weight, const float* bias, float eps, float* out);
 void activation_avx2(ActivationKind kind, float* x, size_t n);
+void scores4_avx2(const float* q, int ldq, const float* k, int ldk, int n_keys, int n, float scale, float* scores, int lds);
+void weighted_sum4_avx2(const float* w, int ldw, const float* v, int ldv, int n_keys, float* o, int ldo, int n);
+void scores4_f16_avx2(const float* q, int ldq, const uint16_t* k, int ldk, int n_keys, int n, float scale, float* scores, int lds);
+void weighted_sum4_f16_avx2(const float* w, int ldw, const uint16_t* v, int ldv, int n_keys, float* o, int ldo, int n);
 #endif
 #if defined(__aarch64__)
 void scores_neon(const float* q, const float* k, int ldk, int n_keys, int n, float scale, float* scores);

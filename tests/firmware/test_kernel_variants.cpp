@@ -43,10 +43,16 @@ TEST_CASE("kernel variants: attention at every level this CPU runs matches atten
     // head sizes: multiples of 32 (the wide path), of 8 but not 32 (40: 32 + 8), of 4 only (20),
     // neither (6, 13); key counts not multiples of 4; prefill from row 0 with no visible key
     // for query 0 (n_keys0 = 0); decode over a full cache.
+    // Each case runs twice: scores scratch of one row per thread (one query at a time) and of
+    // kAttentionQueryBlock rows (prefill's four-query loops where the level has them: T >= 4, a
+    // T not a multiple of 4 leaves single queries, n_keys0 = 0 a first block with a keyless query).
     const Case cases[] = {{8, 4, 16, 1}, {1, 6, 64, 37}, {5, 2, 64, 20}, {1, 3, 40, 99}, {3, 2, 20, 9},
-                          {4, 3, 6, 2},  {1, 2, 13, 11}, {2, 2, 32, 0},  {9, 6, 64, 1}};
+                          {4, 3, 6, 2},  {1, 2, 13, 11}, {2, 2, 32, 0},  {9, 6, 64, 1},  {37, 2, 64, 0},
+                          {22, 3, 40, 5}, {13, 2, 20, 0}, {16, 2, 13, 3}};
     for (CpuLevel level : levels_to_test()) {
+        for (const int rows : {1, kAttentionQueryBlock})
         for (const Case& c : cases) {
+            CAPTURE(rows);
             const std::string level_name = cpu_level_name(level);
             CAPTURE(level_name);
             CAPTURE(c.T);
@@ -63,9 +69,9 @@ TEST_CASE("kernel variants: attention at every level this CPU runs matches atten
             s.n_keys0 = c.n_keys0;
             s.ldq = 3 * C;
             s.scale = 1.0f / std::sqrt(static_cast<float>(c.hs));
-            std::vector<float> scores(static_cast<size_t>(pool.size()) * S);
+            std::vector<float> scores(static_cast<size_t>(pool.size()) * rows * S);
             std::vector<float> out(static_cast<size_t>(c.T) * C, 7.0f), ref(out.size());
-            attention_at(level, q.data(), k.data(), v.data(), s, out.data(), scores.data(), S, pool);
+            attention_at(level, q.data(), k.data(), v.data(), s, out.data(), scores.data(), rows * S, pool);
             attention_ref(q.data(), k.data(), v.data(), s, ref.data());
             CHECK(max_rel(out, ref) < 1e-5);
             if (c.n_keys0 == 0) {
@@ -80,7 +86,7 @@ TEST_CASE("kernel variants: attention at every level this CPU runs matches atten
             for (size_t i = 0; i < k.size(); ++i) kw[i] = half_to_float(k16[i]);
             for (size_t i = 0; i < v.size(); ++i) vw[i] = half_to_float(v16[i]);
             std::fill(out.begin(), out.end(), 7.0f);
-            attention_at(level, q.data(), k16.data(), v16.data(), s, out.data(), scores.data(), S, pool);
+            attention_at(level, q.data(), k16.data(), v16.data(), s, out.data(), scores.data(), rows * S, pool);
             attention_ref(q.data(), kw.data(), vw.data(), s, ref.data());
             CHECK(max_rel(out, ref) < 1e-5);
             if (c.n_keys0 == 0) {

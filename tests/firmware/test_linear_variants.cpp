@@ -1,11 +1,11 @@
 // Every linear() kernel variant this CPU runs (kernels/cpu/cpu_features.h: plain, avx2,
-// avxvnni, avx512 on x86-64; plain, neon, dotprod on aarch64) against the plain reference
+// avxvnni, avx512 on x86-64; plain, neon, dotprod, i8mm on aarch64) against the plain reference
 // linear_ref on random data; levels the CPU lacks are skipped with a message. In the device
 // test binary so that the aarch64 variants run under qemu (scripts/cross-aarch64.sh runs it
-// with a CPU that has dotprod and one that does not).
+// with -cpu max, which has dotprod and i8mm, and cortex-a57, which has neither).
 //
 // Tolerances: f32 and f16 weights, max |y - ref| / max(1, max |ref|) < 1e-5 (f32 sums over at
-// most 400 terms in another order). int8 against linear_ref (dequantized W, unquantized x):
+// most 3000 terms in another order). int8 against linear_ref (dequantized W, unquantized x):
 // NMSE < 1e-4, the 8-bit rounding of x. int8 variants against int8 plain: every variant
 // quantizes x to the same integers and sums the same integer products per group, so they
 // differ only in the order of f32 additions: max relative difference < 1e-5.
@@ -61,13 +61,17 @@ struct Case {
     int T, K, N, group;
 };
 
-// T = 1 (decode) and 9 (prefill; quantized on the pool); K a multiple of the SIMD width or not
-// (7, 33, 100, 200); groups of 32, 64, 128, a whole row, 48 (not a multiple of 32), and a short
-// last group wherever K is not a multiple of the group; N not a multiple of 4 (tail rows).
-const Case kCases[] = {{1, 64, 37, 32},   {1, 100, 37, 64},  {9, 100, 37, 32}, {1, 384, 37, 128}, {9, 384, 40, 64},
-                       {1, 200, 37, 128}, {9, 200, 13, 200}, {1, 33, 5, 32},   {3, 7, 6, 7},      {1, 384, 37, 48},
-                       {9, 256, 8, 64},   {1, 130, 9, 64}};
-
+// T = 1 and 3 (decode, the row kernels) and T >= 8 (prefill, the blocked GEMMs): 9, 17, 33
+// and 100 are not multiples of any GEMM panel (8, 16, 32 rows), 64 and 96 are; K a multiple of
+// the SIMD width or not (7, 33, 100, 200, 385); groups of 32, 64, 128, a whole row, 48 (not a
+// multiple of 32), 7 and 200, and a short last group wherever K is not a multiple of the group;
+// N not a multiple of 4 or 16 (tail rows of W). K = 3000 in groups of 64 takes several K blocks
+// of the int8 GEMM's packed panel (32 KiB); a whole row of 1100 as one group is too long for a
+// block of 32 rows (the avx512 GEMM falls back to its row kernel there, the others do not).
+const Case kCases[] = {{1, 64, 37, 32},    {1, 100, 37, 64},  {9, 100, 37, 32},  {1, 384, 37, 128}, {9, 384, 40, 64},
+                       {1, 200, 37, 128},  {9, 200, 13, 200}, {1, 33, 5, 32},    {3, 7, 6, 7},      {1, 384, 37, 48},
+                       {9, 256, 8, 64},    {1, 130, 9, 64},   {17, 385, 37, 64}, {33, 100, 21, 48}, {64, 7, 5, 7},
+                       {100, 384, 50, 64}, {96, 33, 17, 32},  {40, 3000, 9, 64}, {40, 1100, 6, 1100}, {8, 200, 19, 200}};
 }  // namespace
 
 TEST_CASE("linear: every kernel variant this CPU runs matches the plain reference (f32, f16, int8)") {
@@ -124,7 +128,9 @@ TEST_CASE("linear int8: signed x signed extremes (-128 in W, +-127 in x) give th
     // scale 1. Each y is then 1/127 times an integer sum below 2^24, so every variant must
     // match the plain kernel to f32 rounding, whatever trick makes vpdpbusd's unsigned operand.
     ThreadPool pool(1);
-    const int T = 2, K = 300, N = 9, group = 64;
+    for (const int T : {2, 40}) {  // the row kernels and the GEMMs
+    CAPTURE(T);
+    const int K = 300, N = 9, group = 64;
     std::vector<float> x(static_cast<size_t>(T) * K);
     for (size_t i = 0; i < x.size(); ++i) x[i] = (i * 7 % 3 == 0) ? -1.0f : 1.0f;
     std::vector<int8_t> wq(static_cast<size_t>(N) * K);
@@ -157,12 +163,14 @@ TEST_CASE("linear int8: signed x signed extremes (-128 in W, +-127 in x) give th
         linear_at(level, x.data(), T, v, nullptr, y.data(), scratch, pool);
         for (size_t i = 0; i < y.size(); ++i) CHECK(y[i] == doctest::Approx(exact[i]).epsilon(1e-6));
     }
+    }
 }
 
 TEST_CASE("CPU levels: clamped to what the CPU has, named and parsed, and the kernel names say which ran") {
     CpuFeatures none;
     CHECK(cpu_level_clamp(CpuLevel::Avx512, none) == CpuLevel::Plain);
     CHECK(cpu_level_clamp(CpuLevel::Dotprod, none) == CpuLevel::Plain);
+    CHECK(cpu_level_clamp(CpuLevel::I8mm, none) == CpuLevel::Plain);
     CpuFeatures f;
 #if defined(__x86_64__)
     f.avx2 = true;
@@ -184,6 +192,12 @@ TEST_CASE("CPU levels: clamped to what the CPU has, named and parsed, and the ke
     CHECK(cpu_level_clamp(CpuLevel::Avx2, f) == CpuLevel::Plain);
     f.dotprod = true;
     CHECK(cpu_level_clamp(CpuLevel::Dotprod, f) == CpuLevel::Dotprod);
+    CHECK(cpu_level_clamp(CpuLevel::I8mm, f) == CpuLevel::Dotprod);
+    f.i8mm = true;
+    CHECK(cpu_level_clamp(CpuLevel::I8mm, f) == CpuLevel::I8mm);
+    if (cpu_level_supported(CpuLevel::I8mm, detect_cpu_features())) {
+        CHECK(std::string(linear_kernel_name(WType::I8, CpuLevel::I8mm)) == "int8: i8mm");
+    }
     CHECK(std::string(linear_kernel_name(WType::I8, CpuLevel::Neon)) == "int8: neon");
     CHECK(detect_cpu_features().neon);
     if (cpu_level_supported(CpuLevel::Dotprod, detect_cpu_features())) {

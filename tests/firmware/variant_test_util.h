@@ -15,7 +15,7 @@ namespace ember::test {
 inline std::vector<kernels::CpuLevel> levels_to_test() {
     using namespace ember::kernels;
     CpuFeatures all;
-    all.avx2 = all.avx_vnni = all.avx512_vnni = all.neon = all.dotprod = true;
+    all.avx2 = all.avx_vnni = all.avx512_vnni = all.neon = all.dotprod = all.i8mm = true;
     const CpuFeatures cpu = detect_cpu_features();
     std::vector<CpuLevel> out;
     for (CpuLevel l : kCpuLevels) {
