@@ -28,7 +28,7 @@ bench/out/membw > bench/out/gpt2-membw.jsonl
 build/cli/ember info $model > bench/out/gpt2-info.txt
 cut -d' ' -f1-3 /proc/loadavg > bench/out/gpt2-load.txt  # the machine is shared: the load goes with the figures
 /usr/bin/time -f '%M' -o bench/out/gpt2-bench-rss.txt \
-  build/cli/ember bench -m $model --runs "$runs" --threads "$threads" --json > bench/out/gpt2-bench.json
+  build/cli/ember bench -m $model --runs "$runs" --threads "$threads" --prefill-logits last --json > bench/out/gpt2-bench.json
 /usr/bin/time -f '%M' -o bench/out/gpt2-generate-rss.txt \
   build/cli/ember generate -m $model -p 'The meaning of life is' -n 64 --threads "$threads" > bench/out/gpt2-generate.txt
 bench/out/membw >> bench/out/gpt2-membw.jsonl  # again after: the machine is shared

@@ -73,7 +73,7 @@ for spec in "${models[@]}"; do
         # short context (and the prefill of one window), then long context (prefill of 16 only)
         for ctx in short long; do
           n=$short; p=$window; [[ $ctx == long ]] && { n=$long; p=16; }
-          l=$(/usr/bin/time -f %M -o $out/rss.txt $ember bench -m $e -p $p -n $n --runs 1 --threads $th --json)
+          l=$(/usr/bin/time -f %M -o $out/rss.txt $ember bench -m $e -p $p -n $n --prefill-logits last --runs 1 --threads $th --json)
           tag "$l" "${common[@]}" ctx=$ctx rss_kb="$(cat $out/rss.txt)" >> $out/bench.jsonl
           l=$(/usr/bin/time -f %M -o $out/rss.txt $driver -m $g -p $p -n $n --runs 1 -t $th)
           tag "$l" "${common[@]}" ctx=$ctx rss_kb="$(cat $out/rss.txt)" >> $out/bench.jsonl
