@@ -17,19 +17,8 @@ struct Run {
     std::string out, err;
 };
 
-// Runs `ember ARGS` with no standard input; stdout and stderr go through files in dir.
-inline Run ember_cli(const std::string& args, const TempDir& dir) {
-    const std::string out = dir.file("stdout"), err = dir.file("stderr");
-    const std::string cmd = program_cmd(EMBER_CLI) + " " + args + " >'" + out + "' 2>'" + err + "' </dev/null";
-    const int rc = std::system(cmd.c_str());
-    Run r;
-    r.status = WIFEXITED(rc) ? WEXITSTATUS(rc) : 128 + (WIFSIGNALED(rc) ? WTERMSIG(rc) : 0);
-    r.out = read_file(out);
-    r.err = read_file(err);
-    return r;
-}
-
-// `PREFIX ember ARGS` run by the shell (e.g. PREFIX "ulimit -v N; exec"), as ember_cli.
+// `PREFIX ember ARGS` run by the shell (e.g. PREFIX "ulimit -v N; exec") with no standard
+// input; stdout and stderr go through files in dir.
 inline Run ember_cli_in_shell(const std::string& prefix, const std::string& args, const TempDir& dir) {
     const std::string out = dir.file("stdout"), err = dir.file("stderr");
     const std::string cmd = prefix + " " + program_cmd(EMBER_CLI) + " " + args + " >'" + out + "' 2>'" + err + "' </dev/null";
@@ -40,6 +29,9 @@ inline Run ember_cli_in_shell(const std::string& prefix, const std::string& args
     r.err = read_file(err);
     return r;
 }
+
+// Runs `ember ARGS` with no standard input, as ember_cli_in_shell with no prefix.
+inline Run ember_cli(const std::string& args, const TempDir& dir) { return ember_cli_in_shell("", args, dir); }
 
 // One line, starting "ember: error:", containing `what`; exit 1 (not a crash).
 inline void check_refused(const Run& r, const std::string& what) {
