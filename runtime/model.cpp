@@ -14,6 +14,7 @@
 #include <cstring>
 #include <limits>
 #include <map>
+#include <new>
 
 #include "ember_generated.h"
 #include "runtime/error.h"
@@ -168,8 +169,29 @@ std::unique_ptr<Model> Model::open(const std::string& path, const LoadOptions& l
                          f.c_str(), m->map_bytes_, std::strerror(e), limit.c_str());
         }
     }
+    m->drop_checked_ = load.drop_checked_pages && load.mmap && !m->locked_;
     m->verify_and_view(require_checksum);
     return m;
+}
+
+uint64_t Model::hash_data(const uint8_t* data, uint64_t size) const {
+    if (!drop_checked_) return XXH64(data, size, 0);
+    constexpr uint64_t kChunk = uint64_t{64} << 20;
+    const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+    XXH64_state_t* st = XXH64_createState();
+    if (!st) throw std::bad_alloc();
+    XXH64_reset(st, 0);
+    for (uint64_t at = 0; at < size; at += kChunk) {
+        const uint64_t n = std::min(kChunk, size - at);
+        XXH64_update(st, data + at, static_cast<size_t>(n));
+        // the chunk's pages (a read-only private file mapping: dropping them loses nothing)
+        const uintptr_t lo = reinterpret_cast<uintptr_t>(data + at) / page * page;
+        const uintptr_t hi = (reinterpret_cast<uintptr_t>(data + at + n) + page - 1) / page * page;
+        ::madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_DONTNEED);
+    }
+    const uint64_t h = XXH64_digest(st);
+    XXH64_freeState(st);
+    return h;
 }
 
 std::unique_ptr<Model> Model::open_memory(const void* data, size_t size, const std::string& name) {
@@ -258,7 +280,7 @@ void Model::verify_and_view(bool require_checksum) {
              " bytes (truncated?)");
     }
     const uint8_t* data = base_ + data_off;
-    checksum_ = XXH64(data, data_size, 0);
+    checksum_ = hash_data(data, data_size);
     checksum_ok_ = checksum_ == fm->data_xxh64();
     if (!checksum_ok_ && require_checksum) {
         char hex[64];
