@@ -254,7 +254,7 @@ WriteReport write_ember(const CanonicalModel& model, const TokenizerSpec& tokeni
                 report.tensors.push_back(convert_tensor(t, values, opts, placed[k], put));
             } catch (const std::bad_alloc&) {
                 fail("out of memory at tensor '", t.name, "' (", numel(t), " values): reading it as f32 and converting it needs about ",
-                     memory_size_text(numel(t) * sizeof(float) * 3), " (std::bad_alloc)");
+                     memory_size_text(numel(t) * sizeof(float) * 3), " more (std::bad_alloc)");
             }
         }
         put(data_size, nullptr, 0);  // the section's end, padded

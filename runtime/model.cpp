@@ -127,7 +127,7 @@ std::unique_ptr<Model> Model::open(const std::string& path, const LoadOptions& l
     if (load.mmap) {
         void* p = mmap(nullptr, m->size_, PROT_READ, MAP_PRIVATE, fd, 0);
         ::close(fd);
-        if (p == MAP_FAILED) fail(f, ": mmap failed: ", std::strerror(errno));
+        if (p == MAP_FAILED) fail(f, ": mmap of ", m->size_, " bytes failed: ", std::strerror(errno));
         m->base_ = static_cast<const uint8_t*>(p);
         m->map_bytes_ = m->size_;
     } else {
