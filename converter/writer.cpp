@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
+#include <algorithm>
 #include <cstring>
 #include <memory>
 #include <new>
@@ -27,6 +28,10 @@ WeightDType parse_dtype(const std::string& s) {
 }
 
 const char* dtype_name(WeightDType d) { return d == WeightDType::F32 ? "f32" : d == WeightDType::F16 ? "f16" : "int8"; }
+
+namespace {
+const char* dtype_name(fb::DType d) { return d == fb::DType::F32 ? "f32" : d == fb::DType::F16 ? "f16" : "int8"; }
+}  // namespace
 
 namespace {
 
@@ -93,9 +98,20 @@ TensorReport convert_tensor(const CanonicalTensor& t, const std::vector<float>& 
     for (size_t i = 0; i < n; ++i) {
         if (!std::isfinite(values[i])) fail("tensor '", t.name, "' (", t.source, ") element ", i, " is ", values[i], ": weights must be finite");
     }
-    std::vector<float> restored;  // the stored values as f32 (f16, int8; f32 is exact)
+    // The error of the stored values against these, restored to f32 a piece at a time.
+    QuantErrorSum err;
+    std::vector<float> restored;
+    auto restore = [&](auto&& value_at) {
+        restored.resize(std::min<size_t>(n, size_t{1} << 16));
+        for (size_t at = 0; at < n; at += restored.size()) {
+            const size_t m = std::min(restored.size(), n - at);
+            for (size_t i = 0; i < m; ++i) restored[i] = value_at(at + i);
+            err.add(values.data() + at, restored.data(), m);
+        }
+    };
     if (p.dtype == fb::DType::F32) {
         put(p.data_offset, values.data(), p.data_size);
+        err.add(values.data(), values.data(), n);  // exact
     } else if (p.dtype == fb::DType::F16) {
         for (size_t i = 0; i < n; ++i) {
             if (std::fabs(values[i]) > 65504.0f) {
@@ -103,9 +119,8 @@ TensorReport convert_tensor(const CanonicalTensor& t, const std::vector<float>& 
             }
         }
         const auto h = to_f16(values.data(), n);
-        restored.resize(n);
         put(p.data_offset, h.data(), p.data_size);
-        for (size_t i = 0; i < n; ++i) restored[i] = kernels::half_to_float(h[i]);
+        restore([&](size_t i) { return kernels::half_to_float(h[i]); });
     } else {
         const int rows = static_cast<int>(t.shape[0]), cols = static_cast<int>(t.shape[1]);
         Int8Weights q;
@@ -118,18 +133,17 @@ TensorReport convert_tensor(const CanonicalTensor& t, const std::vector<float>& 
             fail("internal: tensor '", t.name, "' quantized in groups of ", q.group_size, ", placed for ", p.group_size);
         }
         put(p.data_offset, q.q.data(), n);
-        restored.resize(n);
         put(p.scales_offset, q.scales.data(), p.scales_size);
-        const int gpr = (cols + q.group_size - 1) / q.group_size;
-        for (size_t i = 0; i < n; ++i) {
+        const size_t gpr = static_cast<size_t>((cols + q.group_size - 1) / q.group_size);
+        restore([&](size_t i) {
             const size_t r0 = i / cols, c0 = i % cols;
-            restored[i] = q.q[i] * q.scales[r0 * gpr + c0 / q.group_size];
-        }
+            return q.q[i] * q.scales[r0 * gpr + c0 / q.group_size];
+        });
     }
     r.dtype = p.dtype == fb::DType::F32 ? "f32" : p.dtype == fb::DType::F16 ? "f16" : "int8";
     r.group_size = static_cast<int>(p.group_size);
     r.bytes = p.data_size + p.scales_size;
-    r.error = quant_error(values.data(), p.dtype == fb::DType::F32 ? values.data() : restored.data(), n);
+    r.error = err.result();
     return r;
 }
 
@@ -253,8 +267,11 @@ WriteReport write_ember(const CanonicalModel& model, const TokenizerSpec& tokeni
                 const std::vector<float>& values = t.read ? read : t.values;
                 report.tensors.push_back(convert_tensor(t, values, opts, placed[k], put));
             } catch (const std::bad_alloc&) {
-                fail("out of memory at tensor '", t.name, "' (", numel(t), " values): reading it as f32 and converting it needs about ",
-                     memory_size_text(numel(t) * sizeof(float) * 3), " more (std::bad_alloc)");
+                // one tensor is held at a time: its f32 values and its stored form
+                const uint64_t f32 = numel(t) * sizeof(float), stored = placed[k].data_size + placed[k].scales_size;
+                fail("out of memory at tensor '", t.name, "' (", numel(t), " values): holding it as f32 (", memory_size_text(f32), ") and as ",
+                     dtype_name(placed[k].dtype), " (", memory_size_text(stored), ") needs about ", memory_size_text(f32 + stored),
+                     " (std::bad_alloc)");
             }
         }
         put(data_size, nullptr, 0);  // the section's end, padded
