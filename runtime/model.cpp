@@ -174,20 +174,25 @@ std::unique_ptr<Model> Model::open(const std::string& path, const LoadOptions& l
     return m;
 }
 
+void Model::drop_pages(const void* p, uint64_t n) const {
+    if (!drop_checked_ || n == 0) return;
+    // the pages holding [p, p + n) (a read-only private file mapping: dropping them loses nothing)
+    const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+    const uintptr_t lo = reinterpret_cast<uintptr_t>(p) / page * page;
+    const uintptr_t hi = (reinterpret_cast<uintptr_t>(p) + n + page - 1) / page * page;
+    ::madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_DONTNEED);
+}
+
 uint64_t Model::hash_data(const uint8_t* data, uint64_t size) const {
     if (!drop_checked_) return XXH64(data, size, 0);
     constexpr uint64_t kChunk = uint64_t{64} << 20;
-    const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
     XXH64_state_t* st = XXH64_createState();
     if (!st) throw std::bad_alloc();
     XXH64_reset(st, 0);
     for (uint64_t at = 0; at < size; at += kChunk) {
         const uint64_t n = std::min(kChunk, size - at);
         XXH64_update(st, data + at, static_cast<size_t>(n));
-        // the chunk's pages (a read-only private file mapping: dropping them loses nothing)
-        const uintptr_t lo = reinterpret_cast<uintptr_t>(data + at) / page * page;
-        const uintptr_t hi = (reinterpret_cast<uintptr_t>(data + at + n) + page - 1) / page * page;
-        ::madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_DONTNEED);
+        drop_pages(data + at, n);
     }
     const uint64_t h = XXH64_digest(st);
     XXH64_freeState(st);
@@ -451,6 +456,7 @@ void Model::verify_and_view(bool require_checksum) {
                                                          : (static_cast<const uint16_t*>(v.data)[i] & 0x7c00u) != 0x7c00u;
                 if (!finite) fail(f, ": tensor '", name, "' element ", i, " is not a finite number");
             }
+            drop_pages(v.data, t->data_size());
         }
         found[name] = {v};
         std::vector<uint32_t> shape32(shape.begin(), shape.end());

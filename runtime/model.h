@@ -112,9 +112,10 @@ struct LoadOptions {
     // counts against RLIMIT_MEMLOCK; munmap unlocks it.
     bool mlock = false;
     // With mmap and without mlock: the checksum reads the data section in 64 MiB chunks and
-    // drops each chunk's pages from this process once hashed (madvise MADV_DONTNEED; they stay
-    // in the page cache, and a later touch maps them again). For an open that only verifies
-    // (the converter's check of the file it wrote): the check does not make the file resident.
+    // drops each chunk's pages from this process once hashed, as the finiteness check of f32
+    // and f16 tensors does each tensor's (madvise MADV_DONTNEED; they stay in the page cache,
+    // and a later touch maps them again). For an open that only verifies (the converter's check
+    // of the file it wrote): the check does not make the file resident.
     bool drop_checked_pages = false;
 };
 
@@ -163,6 +164,7 @@ private:
     Model() = default;
     void verify_and_view(bool require_checksum);
     uint64_t hash_data(const uint8_t* data, uint64_t size) const;  // XXH64, seed 0
+    void drop_pages(const void* p, uint64_t n) const;  // drop_checked_: madvise(MADV_DONTNEED)
 
     std::string path_;
     const uint8_t* base_ = nullptr;
