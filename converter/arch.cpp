@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <memory>
 #include <set>
 #include <sstream>
 
@@ -124,6 +125,12 @@ void strip_prefixes(TensorMap& t, std::string& stripped) {
     }
 }
 
+// Whether a and b hold the same values (each read from its file when lazy).
+bool same_values(const SourceTensor& a, const SourceTensor& b) {
+    if (!a.read && !b.read) return a.values == b.values;
+    return values_of(a) == values_of(b);
+}
+
 // Takes a tensor out of the map, checking its shape. Missing or misshapen: error.
 struct Taker {
     TensorMap& t;
@@ -140,7 +147,7 @@ struct Taker {
     }
     bool has(const std::string& key) const { return t.count(key) != 0; }
     void put(const std::string& name, SourceTensor&& s, const std::string& source) {
-        out.tensors.push_back({name, s.shape, std::move(s.values), source, s.dtype});
+        out.tensors.push_back({name, s.shape, std::move(s.values), source, s.dtype, std::move(s.read)});
     }
     // The canonical tensor e from `key`, shaped as e; an absent optional one is left out.
     void move(const std::string& key, const CanonicalEntry& e) {
@@ -299,14 +306,27 @@ CanonicalModel map_gptpy(TensorMap& t, const std::string& what, const ArchOverri
             // qkv [3C, C]: all heads' query rows, then key rows, then value rows.
             SourceTensor qkv;
             qkv.shape = e.shape;
-            qkv.values.reserve(static_cast<size_t>(3 * C * C));
+            auto parts = std::make_shared<std::vector<SourceTensor>>();
+            bool lazy = false;
             for (const char* part : {"query", "key", "value"}) {
                 for (int h = 0; h < c.n_head; ++h) {
-                    SourceTensor s = tk.take(b + "sa.heads." + std::to_string(h) + "." + part + ".weight", {hs, C});
-                    if (s.dtype != SourceDType::F32) qkv.dtype = s.dtype;
-                    qkv.values.insert(qkv.values.end(), s.values.begin(), s.values.end());
+                    parts->push_back(tk.take(b + "sa.heads." + std::to_string(h) + "." + part + ".weight", {hs, C}));
+                    if (parts->back().dtype != SourceDType::F32) qkv.dtype = parts->back().dtype;
+                    lazy = lazy || parts->back().read;
                 }
             }
+            const size_t n = static_cast<size_t>(3 * C * C);
+            auto stack = [parts, n] {
+                std::vector<float> v;
+                v.reserve(n);
+                for (const SourceTensor& s : *parts) {
+                    const std::vector<float> x = values_of(s);
+                    v.insert(v.end(), x.begin(), x.end());
+                }
+                return v;
+            };
+            if (lazy) qkv.read = stack;
+            else qkv.values = stack();
             tk.put(e.name, std::move(qkv), b + "sa.heads.*.{query,key,value}.weight");
         } else if (const std::string key = key_of(kGptPyKeys, e, b); !key.empty()) {
             tk.move(key, e);
@@ -356,7 +376,7 @@ CanonicalModel map_nanogpt(TensorMap& t, const std::string& model_args, const st
     SourceTensor lm;
     if (tk.has("lm_head.weight")) {
         lm = tk.take("lm_head.weight", {V, C});
-        c.tied_lm_head = lm.values == wte_t.values;
+        c.tied_lm_head = same_values(lm, wte_t);
     }
     for (const CanonicalEntry& e : canonical_tensors(c)) {
         const std::string b = e.layer < 0 ? "" : p + "h." + std::to_string(e.layer) + ".";
@@ -374,13 +394,22 @@ CanonicalModel map_nanogpt(TensorMap& t, const std::string& model_args, const st
 }
 
 // A Conv1D weight stored [in, out] (Hugging Face GPT-2), as the [out, in] of nn.Linear.
+// A lazy tensor is transposed when it is read.
+std::vector<float> transpose(const std::vector<float>& v, int64_t rows, int64_t cols) {
+    std::vector<float> t(v.size());
+    for (int64_t r = 0; r < rows; ++r) {
+        for (int64_t c = 0; c < cols; ++c) t[static_cast<size_t>(c * rows + r)] = v[static_cast<size_t>(r * cols + c)];
+    }
+    return t;
+}
+
 SourceTensor transposed(SourceTensor&& s) {
     const int64_t rows = s.shape[0], cols = s.shape[1];
-    std::vector<float> t(s.values.size());
-    for (int64_t r = 0; r < rows; ++r) {
-        for (int64_t c = 0; c < cols; ++c) t[static_cast<size_t>(c * rows + r)] = s.values[static_cast<size_t>(r * cols + c)];
+    if (s.read) {
+        s.read = [read = std::move(s.read), rows, cols] { return transpose(read(), rows, cols); };
+    } else {
+        s.values = transpose(s.values, rows, cols);
     }
-    s.values.swap(t);
     s.shape = {cols, rows};
     return std::move(s);
 }
@@ -471,7 +500,7 @@ CanonicalModel map_hf_gpt2(TensorMap& t, const std::string& config_json, const s
     SourceTensor wte_t, lm;
     if (has_wte) wte_t = tk.take(p + "wte.weight", {V, C});
     if (has_lm) lm = tk.take("lm_head.weight", {V, C});
-    c.tied_lm_head = !(has_wte && has_lm) || lm.values == wte_t.values;
+    c.tied_lm_head = !(has_wte && has_lm) || same_values(lm, wte_t);
     if (!has_wte) wte_t = std::move(lm);
     for (const CanonicalEntry& e : canonical_tensors(c)) {
         const std::string b = e.layer < 0 ? "" : p + "h." + std::to_string(e.layer) + ".";
@@ -530,6 +559,8 @@ CanonicalModel map_chosen(TensorMap& t, ArchChoice arch, const Checkpoint& ckpt,
 }
 
 }  // namespace
+
+std::vector<float> values_of(const CanonicalTensor& t) { return t.read ? t.read() : t.values; }
 
 CanonicalModel to_canonical(Checkpoint&& ckpt, ArchChoice arch, const std::string& what, const std::string& hf_config_json,
                             const ArchOverrides& over) {

@@ -45,10 +45,14 @@ std::pair<std::string, std::string> parse_rename(const std::string& s);
 struct CanonicalTensor {
     std::string name;              // canonical name
     std::vector<int64_t> shape;    // [rows, cols] or [n]
-    std::vector<float> values;     // row-major
+    std::vector<float> values;     // row-major; empty while `read` is set
     std::string source;            // checkpoint key(s) it came from
     SourceDType source_dtype = SourceDType::F32;
+    ValueReader read;              // from a lazily read checkpoint: gives the values (stacked, transposed)
 };
+
+// t's values: t.values, or t.read() for a tensor of a lazily read checkpoint.
+std::vector<float> values_of(const CanonicalTensor& t);
 
 struct CanonicalModel {
     ModelConfig config;
@@ -58,7 +62,10 @@ struct CanonicalModel {
     int renamed_keys = 0;                  // keys changed by ArchOverrides::renames
 };
 
-// `what` names the checkpoint in messages. Consumes the checkpoint's tensors (moved out).
+// `what` names the checkpoint in messages. Consumes the checkpoint's tensors (moved out). A lazy
+// checkpoint's tensors stay unread (their readers are composed: gpt.py's heads stacked, Conv1D
+// transposed), except wte and lm_head when both are present: they are read once to see whether
+// they are tied.
 // hf_config_json: the text of the Hugging Face config.json beside the checkpoint ("" when
 // there is none); with ArchChoice::Auto, GPT-2 key names without nanoGPT's model_args and
 // with a config.json are read as hf-gpt2.

@@ -8,7 +8,9 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <map>
+#include <memory>
 #include <set>
 #include <nlohmann/json.hpp>
 
@@ -66,48 +68,102 @@ class Storages {
 public:
     virtual ~Storages() = default;
     virtual const std::vector<uint8_t>& get(const std::string& key, const std::string& tensor) = 0;
+    // The storage's size in bytes, without reading it (throws when it is missing).
+    virtual uint64_t size(const std::string& key, const std::string& tensor) = 0;
     virtual std::string entry_name(const std::string& key) const = 0;
+    // Reads one tensor's storage when called, or nullptr: the storage is read now (get).
+    virtual std::function<std::vector<uint8_t>()> reader(const std::string& key, const std::string& tensor) { return nullptr; }
 };
 
-// The storages of one archive, each read once (tied tensors share one).
+// The storages of one archive, each read once (tied tensors share one); lazy: none is read
+// here, each tensor's reader reads its entry when called.
 class StorageCache final : public Storages {
 public:
-    StorageCache(const ZipArchive& zip, std::string prefix) : zip_(zip), prefix_(std::move(prefix)) {}
+    StorageCache(std::shared_ptr<const ZipArchive> zip, std::string prefix, bool lazy)
+        : zip_(std::move(zip)), prefix_(std::move(prefix)), lazy_(lazy) {}
 
     const std::vector<uint8_t>& get(const std::string& key, const std::string& tensor) override {
         auto it = cache_.find(key);
         if (it != cache_.end()) return it->second;
-        const std::string entry = prefix_ + "data/" + key;
-        if (!zip_.entry_size(entry)) {
-            fail(zip_.path(), ": tensor '", printable(tensor), "': storage entry '", printable(entry),
+        size(key, tensor);
+        return cache_.emplace(key, zip_->read(entry_name(key), kMaxStorageBytes)).first->second;
+    }
+
+    uint64_t size(const std::string& key, const std::string& tensor) override {
+        const auto n = zip_->entry_size(entry_name(key));
+        if (!n) {
+            fail(zip_->path(), ": tensor '", printable(tensor), "': storage entry '", printable(entry_name(key)),
                  "' is missing from the archive");
         }
-        return cache_.emplace(key, zip_.read(entry, kMaxStorageBytes)).first->second;
+        return *n;
     }
 
     std::string entry_name(const std::string& key) const override { return prefix_ + "data/" + key; }
 
+    std::function<std::vector<uint8_t>()> reader(const std::string& key, const std::string& tensor) override {
+        if (!lazy_) return nullptr;
+        size(key, tensor);
+        return [zip = zip_, entry = entry_name(key)] { return zip->read(entry, kMaxStorageBytes); };
+    }
+
 private:
-    const ZipArchive& zip_;
+    std::shared_ptr<const ZipArchive> zip_;
     std::string prefix_;
+    bool lazy_ = false;
     std::map<std::string, std::vector<uint8_t>> cache_;
 };
 
-// A rebuilt tensor as contiguous f32, its storage offset and strides honoured.
+// A tensor's view of its storage: dtype, shape, strides and offset, checked against the
+// storage's size.
+struct StorageView {
+    SourceDType dtype = SourceDType::F32;
+    std::vector<int64_t> shape, stride;
+    uint64_t offset = 0, numel = 0;
+    uint64_t last = 0;  // the last element it touches (when numel > 0)
+};
+
+// The view's values as contiguous f32, row-major (an odometer over the dimensions).
+std::vector<float> decode_view(const StorageView& v, const std::vector<uint8_t>& bytes, const std::string& what) {
+    std::vector<float> values;
+    resize_or_fail(values, static_cast<size_t>(v.numel), what);
+    if (v.numel == 0) return values;
+    const uint64_t elem = source_dtype_size(v.dtype);
+    if ((v.last + 1) * elem > bytes.size()) fail(what, ": the storage holds ", bytes.size(), " bytes, fewer than when it was opened");
+    const size_t dims = v.shape.size();
+    std::vector<int64_t> index(dims, 0);
+    uint64_t src = v.offset;
+    for (uint64_t i = 0; i < v.numel; ++i) {
+        values[i] = decode_source_value(v.dtype, bytes.data() + src * elem);
+        for (size_t d = dims; d-- > 0;) {
+            if (++index[d] < v.shape[d]) {
+                src += static_cast<uint64_t>(v.stride[d]);
+                break;
+            }
+            src -= static_cast<uint64_t>(v.stride[d]) * static_cast<uint64_t>(v.shape[d] - 1);
+            index[d] = 0;
+        }
+    }
+    return values;
+}
+
+// A rebuilt tensor as contiguous f32, its storage offset and strides honoured: read now, or,
+// when storages gives a reader, when SourceTensor::read is called.
 SourceTensor materialize(const std::string& path, const std::string& name, const Value& t, Storages& storages) {
     const Value& storage = *t.storage;
     const std::string where = "tensor '" + printable(name) + "'";
     SourceTensor out;
-    if (storage.text == "FloatStorage") out.dtype = SourceDType::F32;
-    else if (storage.text == "HalfStorage") out.dtype = SourceDType::F16;
-    else if (storage.text == "BFloat16Storage") out.dtype = SourceDType::BF16;
+    StorageView v;
+    if (storage.text == "FloatStorage") v.dtype = SourceDType::F32;
+    else if (storage.text == "HalfStorage") v.dtype = SourceDType::F16;
+    else if (storage.text == "BFloat16Storage") v.dtype = SourceDType::BF16;
     else fail(path, ": ", where, " is a ", storage.text, "; model tensors must be float32, float16 or bfloat16");
+    out.dtype = v.dtype;
     out.storage_key = storage.key;
     out.shape = t.shape;
 
-    const std::vector<uint8_t>& bytes = storages.get(storage.key, name);
-    const uint64_t elem = source_dtype_size(out.dtype);
-    const uint64_t available = bytes.size() / elem;  // elements in the storage entry
+    const uint64_t storage_bytes = storages.size(storage.key, name);
+    const uint64_t elem = source_dtype_size(v.dtype);
+    const uint64_t available = storage_bytes / elem;  // elements in the storage entry
 
     // numel and the last element the view touches, in saturating arithmetic (a hostile
     // shape cannot overflow; anything near the cap fails the checks below).
@@ -122,30 +178,23 @@ SourceTensor materialize(const std::string& path, const std::string& name, const
     }
     if (numel > 0 && last >= available) {
         fail(path, ": ", where, " needs ", mul(add(last, 1), elem), " bytes of storage '",
-             storages.entry_name(storage.key), "' but it holds ", bytes.size());
+             storages.entry_name(storage.key), "' but it holds ", storage_bytes);
     }
     if (numel > available) {
         fail(path, ": ", where, " has more elements (", numel, ") than its storage '", storages.entry_name(storage.key),
              "' holds (", available, "); expanded views are not supported");
     }
-
-    resize_or_fail(out.values, static_cast<size_t>(numel), path + ": " + where + " as f32");
-    if (numel == 0) return out;
-    // Walk the view's indices in row-major order (an odometer over the dimensions).
-    const size_t dims = t.shape.size();
-    std::vector<int64_t> index(dims, 0);
-    uint64_t src = static_cast<uint64_t>(t.storage_offset);
-    for (uint64_t i = 0; i < numel; ++i) {
-        out.values[i] = decode_source_value(out.dtype, bytes.data() + src * elem);
-        for (size_t d = dims; d-- > 0;) {
-            if (++index[d] < t.shape[d]) {
-                src += static_cast<uint64_t>(t.stride[d]);
-                break;
-            }
-            src -= static_cast<uint64_t>(t.stride[d]) * static_cast<uint64_t>(t.shape[d] - 1);
-            index[d] = 0;
-        }
+    v.shape = t.shape;
+    v.stride = t.stride;
+    v.offset = static_cast<uint64_t>(t.storage_offset);
+    v.numel = numel;
+    v.last = last;
+    const std::string what = path + ": " + where + " as f32";
+    if (auto read = storages.reader(storage.key, name)) {
+        out.read = [read = std::move(read), v, what] { return decode_view(v, read(), what); };
+        return out;
     }
+    out.values = decode_view(v, storages.get(storage.key, name), what);
     return out;
 }
 
@@ -231,7 +280,9 @@ Checkpoint checkpoint_from_pickle(const std::string& path, const Value& root, St
             continue;
         }
         SourceTensor t = materialize(path, k->text, *v, storages);
-        total += t.values.size();
+        uint64_t numel = 1;  // checked against its storage's size by materialize
+        for (const int64_t d : t.shape) numel *= static_cast<uint64_t>(d);
+        total += numel;
         if (total > budget) {
             fail(path, ": tensors hold more values (", total, ") than the archive's storages have bytes (", budget,
                  "); too many views of the same storage");
@@ -242,8 +293,9 @@ Checkpoint checkpoint_from_pickle(const std::string& path, const Value& root, St
     return ckpt;
 }
 
-Checkpoint read_torch_zip(const std::string& path) {
-    ZipArchive zip(path);
+Checkpoint read_torch_zip(const std::string& path, bool lazy) {
+    const auto archive = std::make_shared<const ZipArchive>(path);
+    const ZipArchive& zip = *archive;
     const std::string prefix = find_record_prefix(zip);
 
     if (zip.entry_size(prefix + "byteorder")) {
@@ -262,7 +314,7 @@ Checkpoint read_torch_zip(const std::string& path) {
     for (const std::string& name : zip.names()) {
         if (name.compare(0, prefix.size() + 5, prefix + "data/") == 0) budget += zip.entry_size(name).value_or(0);
     }
-    StorageCache storages(zip, prefix);
+    StorageCache storages(archive, prefix, lazy);
     return checkpoint_from_pickle(path, p.root(), storages, budget);
 }
 
@@ -304,6 +356,11 @@ public:
         if (it == spans_.end()) fail(path_, ": tensor '", printable(tensor), "': storage '", printable(key), "' is not in the file");
         const uint8_t* b = file_->data() + it->second.first;
         return cache_.emplace(key, std::vector<uint8_t>(b, b + it->second.second)).first->second;
+    }
+    uint64_t size(const std::string& key, const std::string& tensor) override {
+        auto it = spans_.find(key);
+        if (it == spans_.end()) fail(path_, ": tensor '", printable(tensor), "': storage '", printable(key), "' is not in the file");
+        return it->second.second;
     }
     std::string entry_name(const std::string& key) const override { return "storage " + key; }
     uint64_t total_bytes() const { return total_; }
@@ -386,13 +443,15 @@ const char* source_dtype_name(SourceDType d) {
     return "?";
 }
 
-Checkpoint read_checkpoint(const std::string& path) {
+std::vector<float> values_of(const SourceTensor& s) { return s.read ? s.read() : s.values; }
+
+Checkpoint read_checkpoint(const std::string& path, bool lazy) {
     require_regular_file(path);
     const std::vector<uint8_t> head = read_head(path, 16);
     if (head.size() >= 4 && head[0] == 'P' && head[1] == 'K' && head[2] == 3 && head[3] == 4) {
-        return read_torch_zip(path);
+        return read_torch_zip(path, lazy);
     }
-    if (looks_like_safetensors(head.data(), head.size())) return read_safetensors(path);
+    if (looks_like_safetensors(head.data(), head.size())) return read_safetensors(path, lazy);
     if (head.size() >= 2 && head[0] == 0x80 && head[1] <= 5) return read_torch_legacy(path);
     fail(path, ": not a PyTorch checkpoint (zip) or safetensors file");
 }

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -24,12 +25,20 @@ const char* source_dtype_name(SourceDType d);
 // One tensor as the checkpoint holds it, converted to contiguous row-major f32.
 // Storage offset and strides are honoured; tensors that share a storage (nanoGPT's tied
 // wte / lm_head) each get their own copy of the same values.
+// Reads a tensor's product(shape) f32 values, row-major, from its file when called (again on
+// each call). Throws ember::Error naming the file and the tensor.
+using ValueReader = std::function<std::vector<float>()>;
+
 struct SourceTensor {
     std::vector<int64_t> shape;   // e.g. [vocab_size, n_embd]; [] for a 0-d tensor
-    std::vector<float> values;    // product(shape) values, row-major
+    std::vector<float> values;    // product(shape) values, row-major; empty while `read` is set
     SourceDType dtype = SourceDType::F32;  // dtype in the checkpoint
     std::string storage_key;      // which storage it came from ("" for safetensors)
+    ValueReader read;             // a lazily read checkpoint's tensor: gives the values; else empty
 };
+
+// s's values: s.values, or s.read() for a lazily read tensor.
+std::vector<float> values_of(const SourceTensor& s);
 
 struct Checkpoint {
     // The model's tensors by their key in the checkpoint, prefixes as found
@@ -48,7 +57,13 @@ bool is_attention_mask_key(const std::string& key);
 
 // Reads a checkpoint, choosing the format by content (zip magic "PK\x03\x04", else the
 // safetensors header). Throws ember::Error.
-Checkpoint read_checkpoint(const std::string& path);
+//
+// lazy: the header (and the pickle) are read and every shape, dtype and offset is checked as
+// when reading eagerly, but each tensor's values are left in the file: SourceTensor::read reads
+// them (a safetensors tensor's bytes, a torch zip's storage entry) when called. The converter
+// reads this way so that it holds one tensor at a time. A legacy (pre-zip) torch file is read
+// eagerly either way.
+Checkpoint read_checkpoint(const std::string& path, bool lazy = false);
 
 // nanoGPT's meta.pkl: {"vocab_size": V, "itos": {id: char}, "stoi": {char: id}}.
 // Returns the code point of each id 0..V-1. Throws ember::Error when an id is missing,

@@ -157,7 +157,7 @@ ConvertResult convert(const ConvertOptions& opts) {
     }
     r.tokenizer_size = tok.bpe.size() > 0 ? tok.bpe.size() : static_cast<int>(tok.code_points.size());
     if (opts.arch == ArchChoice::Auto || opts.arch == ArchChoice::HfGpt2) r.hf_config = read_beside_config(opts.checkpoint);
-    Checkpoint ckpt = read_checkpoint(opts.checkpoint);
+    Checkpoint ckpt = read_checkpoint(opts.checkpoint, true);  // lazy: the writer reads one tensor at a time
     CanonicalModel model = to_canonical(std::move(ckpt), opts.arch, printable(opts.checkpoint, 200), r.hf_config, opts.overrides);
     ModelConfig& c = model.config;
     if (opts.activation) c.activation = *opts.activation;

@@ -45,17 +45,26 @@ std::vector<uint16_t> to_f16(const float* w, size_t n) {
     return out;
 }
 
-QuantError quant_error(const float* w, const float* restored, size_t n) {
-    QuantError e;
-    double num = 0.0, den = 0.0;
+void QuantErrorSum::add(const float* w, const float* restored, size_t n) {
     for (size_t i = 0; i < n; ++i) {
         const double d = static_cast<double>(w[i]) - restored[i];
-        e.max_abs = std::max(e.max_abs, std::fabs(d));
+        max_abs = std::max(max_abs, std::fabs(d));
         num += d * d;
         den += static_cast<double>(w[i]) * w[i];
     }
+}
+
+QuantError QuantErrorSum::result() const {
+    QuantError e;
+    e.max_abs = max_abs;
     e.rel_rms = den > 0.0 ? std::sqrt(num / den) : 0.0;
     return e;
+}
+
+QuantError quant_error(const float* w, const float* restored, size_t n) {
+    QuantErrorSum s;
+    s.add(w, restored, n);
+    return s.result();
 }
 
 }  // namespace ember::convert

@@ -30,4 +30,12 @@ struct QuantError {
 };
 QuantError quant_error(const float* w, const float* restored, size_t n);
 
+// quant_error over a tensor taken in consecutive pieces (add them in order): the same sums in
+// the same order, so the same result, without the whole restored tensor at once.
+struct QuantErrorSum {
+    double max_abs = 0.0, num = 0.0, den = 0.0;
+    void add(const float* w, const float* restored, size_t n);
+    QuantError result() const;
+};
+
 }  // namespace ember::convert

@@ -31,6 +31,27 @@ uint64_t json_uint(const std::string& path, const std::string& name, const nlohm
     return v.get<uint64_t>();
 }
 
+// One tensor's numel values, stored as `dtype` at byte `at` of the file, as f32. An f32
+// tensor's bytes are read into the values' own memory and decoded in place.
+std::vector<float> read_tensor(const std::string& path, const std::string& name, SourceDType dtype, uint64_t at, uint64_t numel) {
+    const std::string where = "safetensors tensor '" + printable(name) + "'";
+    std::ifstream in(path, std::ios::binary);
+    if (!in) fail(path, ": cannot open to read ", where, " (", std::strerror(errno), ")");
+    const size_t elem = source_dtype_size(dtype);
+    std::vector<float> values;
+    resize_or_fail(values, static_cast<size_t>(numel), path + ": tensor '" + printable(name) + "' as f32");
+    std::vector<uint8_t> bytes;  // f16 / bf16: the stored bytes
+    uint8_t* dst = reinterpret_cast<uint8_t*>(values.data());
+    if (dtype != SourceDType::F32) {
+        resize_or_fail(bytes, static_cast<size_t>(numel * elem), path + ": tensor '" + printable(name) + "' as stored");
+        dst = bytes.data();
+    }
+    in.seekg(static_cast<std::streamoff>(at));
+    if (!in.read(reinterpret_cast<char*>(dst), static_cast<std::streamsize>(numel * elem))) fail(path, ": read failed at ", where);
+    for (uint64_t i = 0; i < numel; ++i) values[i] = decode_source_value(dtype, dst + i * elem);  // f32: element i in place
+    return values;
+}
+
 }  // namespace
 
 bool looks_like_safetensors(const uint8_t* head, size_t head_size) {
@@ -40,8 +61,9 @@ bool looks_like_safetensors(const uint8_t* head, size_t head_size) {
 }
 
 // Reads the header, then each tensor's bytes on their own (one tensor's bytes held at a time, not
-// the whole file: a 6 GB checkpoint would otherwise sit in memory beside its f32 copies).
-Checkpoint read_safetensors(const std::string& path) {
+// the whole file: a 6 GB checkpoint would otherwise sit in memory beside its f32 copies), now
+// or, lazy, when the converter asks for them.
+Checkpoint read_safetensors(const std::string& path, bool lazy) {
     std::ifstream in(path, std::ios::binary | std::ios::ate);
     if (!in) fail(path, ": cannot open (", std::strerror(errno), ")");
     const std::streamoff file_size_signed = in.tellg();
@@ -71,7 +93,6 @@ Checkpoint read_safetensors(const std::string& path) {
     if (!header.is_object()) fail(path, ": safetensors header is not a JSON object");
 
     Checkpoint ckpt;
-    std::vector<uint8_t> bytes;  // one tensor's
     for (const auto& [name, info] : header.items()) {
         if (name == "__metadata__") continue;
         const std::string where = "safetensors tensor '" + printable(name) + "'";
@@ -116,11 +137,11 @@ Checkpoint read_safetensors(const std::string& path) {
             fail(path, ": ", where, " data_offsets span ", end - begin, " bytes, but shape and dtype need ",
                  numel * elem);
         }
-        resize_or_fail(bytes, static_cast<size_t>(end - begin), path + ": tensor '" + printable(name) + "' as stored");
-        in.seekg(static_cast<std::streamoff>(data_start + begin));
-        if (!in.read(reinterpret_cast<char*>(bytes.data()), static_cast<std::streamsize>(end - begin))) fail(path, ": read failed at ", where);
-        resize_or_fail(t.values, static_cast<size_t>(numel), path + ": tensor '" + printable(name) + "' as f32");
-        for (uint64_t i = 0; i < numel; ++i) t.values[i] = decode_source_value(t.dtype, bytes.data() + i * elem);
+        if (lazy) {
+            t.read = [path, name, dtype = t.dtype, at = data_start + begin, numel] { return read_tensor(path, name, dtype, at, numel); };
+        } else {
+            t.values = read_tensor(path, name, t.dtype, data_start + begin, numel);
+        }
         ckpt.tensors.emplace(name, std::move(t));
     }
     if (ckpt.tensors.empty()) fail(path, ": safetensors file holds no tensors");

@@ -15,8 +15,9 @@ namespace ember::convert {
 // like a safetensors header: a plausible header length followed by '{'.
 bool looks_like_safetensors(const uint8_t* head, size_t head_size);
 
-// Reads every tensor; the header and every offset are checked against the file.
+// Reads every tensor; the header and every offset are checked against the file. lazy: each
+// tensor's bytes are left in the file until its SourceTensor::read reads them (read_checkpoint).
 // Throws ember::Error naming the file and the tensor.
-Checkpoint read_safetensors(const std::string& path);
+Checkpoint read_safetensors(const std::string& path, bool lazy = false);
 
 }  // namespace ember::convert

@@ -1,9 +1,14 @@
 // Writing a canonical model as an .ember file (schema/ember.fbs): 2-D weights in the chosen
 // dtype (f32, f16, or int8 groups), 1-D tensors (biases, LayerNorm) always f32, each tensor's
 // bytes at a 64-byte aligned offset of the data section, XXH64 over the data section.
+// One tensor at a time: each is placed from its shape, then read (CanonicalTensor::read for a
+// lazily read checkpoint), checked, converted, written at its offset and hashed (streaming
+// XXH64), and freed; the index, holding the hash, is written last at the file's start. Memory:
+// the largest tensor as f32 plus its stored form, not the model.
 // The file appears atomically: written to OUT.tmp-PID, synced, opened with Model::open (every
-// check the runtime makes), and only then renamed; on any error the temporary is removed and
-// OUT, and a model already there, is untouched.
+// check the runtime makes; its pages dropped as they are checked, LoadOptions::drop_checked_pages),
+// and only then renamed; on any error the temporary is removed and OUT, and a model already
+// there, is untouched.
 #pragma once
 
 #include <cstdint>

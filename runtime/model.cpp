@@ -14,6 +14,7 @@
 #include <cstring>
 #include <limits>
 #include <map>
+#include <new>
 
 #include "ember_generated.h"
 #include "runtime/error.h"
@@ -126,7 +127,7 @@ std::unique_ptr<Model> Model::open(const std::string& path, const LoadOptions& l
     if (load.mmap) {
         void* p = mmap(nullptr, m->size_, PROT_READ, MAP_PRIVATE, fd, 0);
         ::close(fd);
-        if (p == MAP_FAILED) fail(f, ": mmap failed: ", std::strerror(errno));
+        if (p == MAP_FAILED) fail(f, ": mmap of ", m->size_, " bytes failed: ", std::strerror(errno));
         m->base_ = static_cast<const uint8_t*>(p);
         m->map_bytes_ = m->size_;
     } else {
@@ -168,8 +169,34 @@ std::unique_ptr<Model> Model::open(const std::string& path, const LoadOptions& l
                          f.c_str(), m->map_bytes_, std::strerror(e), limit.c_str());
         }
     }
+    m->drop_checked_ = load.drop_checked_pages && load.mmap && !m->locked_;
     m->verify_and_view(require_checksum);
     return m;
+}
+
+void Model::drop_pages(const void* p, uint64_t n) const {
+    if (!drop_checked_ || n == 0) return;
+    // the pages holding [p, p + n) (a read-only private file mapping: dropping them loses nothing)
+    const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+    const uintptr_t lo = reinterpret_cast<uintptr_t>(p) / page * page;
+    const uintptr_t hi = (reinterpret_cast<uintptr_t>(p) + n + page - 1) / page * page;
+    ::madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_DONTNEED);
+}
+
+uint64_t Model::hash_data(const uint8_t* data, uint64_t size) const {
+    if (!drop_checked_) return XXH64(data, size, 0);
+    constexpr uint64_t kChunk = uint64_t{64} << 20;
+    XXH64_state_t* st = XXH64_createState();
+    if (!st) throw std::bad_alloc();
+    XXH64_reset(st, 0);
+    for (uint64_t at = 0; at < size; at += kChunk) {
+        const uint64_t n = std::min(kChunk, size - at);
+        XXH64_update(st, data + at, static_cast<size_t>(n));
+        drop_pages(data + at, n);
+    }
+    const uint64_t h = XXH64_digest(st);
+    XXH64_freeState(st);
+    return h;
 }
 
 std::unique_ptr<Model> Model::open_memory(const void* data, size_t size, const std::string& name) {
@@ -258,7 +285,7 @@ void Model::verify_and_view(bool require_checksum) {
              " bytes (truncated?)");
     }
     const uint8_t* data = base_ + data_off;
-    checksum_ = XXH64(data, data_size, 0);
+    checksum_ = hash_data(data, data_size);
     checksum_ok_ = checksum_ == fm->data_xxh64();
     if (!checksum_ok_ && require_checksum) {
         char hex[64];
@@ -429,6 +456,7 @@ void Model::verify_and_view(bool require_checksum) {
                                                          : (static_cast<const uint16_t*>(v.data)[i] & 0x7c00u) != 0x7c00u;
                 if (!finite) fail(f, ": tensor '", name, "' element ", i, " is not a finite number");
             }
+            drop_pages(v.data, t->data_size());
         }
         found[name] = {v};
         std::vector<uint32_t> shape32(shape.begin(), shape.end());

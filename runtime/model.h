@@ -111,6 +111,12 @@ struct LoadOptions {
     // stderr naming the limit, and the model loads unlocked; never an error. Locked memory
     // counts against RLIMIT_MEMLOCK; munmap unlocks it.
     bool mlock = false;
+    // With mmap and without mlock: the checksum reads the data section in 64 MiB chunks and
+    // drops each chunk's pages from this process once hashed, as the finiteness check of f32
+    // and f16 tensors does each tensor's (madvise MADV_DONTNEED; they stay in the page cache,
+    // and a later touch maps them again). For an open that only verifies (the converter's check
+    // of the file it wrote): the check does not make the file resident.
+    bool drop_checked_pages = false;
 };
 
 class Model {
@@ -157,6 +163,8 @@ public:
 private:
     Model() = default;
     void verify_and_view(bool require_checksum);
+    uint64_t hash_data(const uint8_t* data, uint64_t size) const;  // XXH64, seed 0
+    void drop_pages(const void* p, uint64_t n) const;  // drop_checked_: madvise(MADV_DONTNEED)
 
     std::string path_;
     const uint8_t* base_ = nullptr;
@@ -164,6 +172,7 @@ private:
     bool mapped_ = false;  // base_ is our mmap (open), not the caller's bytes (open_memory)
     bool anonymous_ = false;  // that mmap is anonymous memory the file was read into
     bool locked_ = false;
+    bool drop_checked_ = false;  // LoadOptions::drop_checked_pages, for a file mapping
     size_t map_bytes_ = 0;    // length of our mmap (size_, or size_ rounded up to 2 MiB)
     ModelConfig config_;
     ModelWeights weights_;

@@ -34,7 +34,7 @@ inline convert::CanonicalModel tiny_gpt2_model(int V, int C, int S, unsigned see
         for (auto d : shape) n *= d;
         std::vector<float> v(static_cast<size_t>(n));
         for (auto& x : v) x = base + (random ? nd(rng) : 0.0f);
-        cm.tensors.push_back({name, shape, std::move(v), name, convert::SourceDType::F32});
+        cm.tensors.push_back({name, shape, std::move(v), name, convert::SourceDType::F32, nullptr});
     };
     t("wte", {V, C});
     t("wpe", {S, C});

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <filesystem>
 #include <cstdio>
+#include <tuple>
 
 #include "cli_util.h"
 #include "converter/convert.h"
@@ -19,6 +20,7 @@
 #include "runtime/model.h"
 #include "runtime/session.h"
 #include "runtime/tokenizer.h"
+#include "runtime/utf8.h"
 #include "test_util.h"
 
 using namespace ember;
@@ -275,20 +277,61 @@ TEST_CASE("a conversion stopped by SIGINT or SIGTERM removes its temporary file 
     }
 }
 
+// A one-layer gpt.py safetensors checkpoint whose wte [V, C] is stored as `dtype` (F32 or F16),
+// its bytes a hole of the file (zeros; no disk used), and a text of V distinct characters.
+std::string write_sparse_gptpy(const test::TempDir& dir, const std::string& dtype, int64_t V, int64_t C) {
+    const int64_t S = 8, elem = dtype == "F16" ? 2 : 4;
+    const std::vector<std::pair<std::string, std::vector<int64_t>>> tensors = {
+        {"token_embedding_table.weight", {V, C}}, {"position_embedding_table.weight", {S, C}},
+        {"blocks.0.sa.heads.0.key.weight", {C, C}}, {"blocks.0.sa.heads.0.query.weight", {C, C}},
+        {"blocks.0.sa.heads.0.value.weight", {C, C}}, {"blocks.0.sa.proj.weight", {C, C}}, {"blocks.0.sa.proj.bias", {C}},
+        {"blocks.0.ffwd.net.0.weight", {4 * C, C}}, {"blocks.0.ffwd.net.0.bias", {4 * C}},
+        {"blocks.0.ffwd.net.2.weight", {C, 4 * C}}, {"blocks.0.ffwd.net.2.bias", {C}},
+        {"blocks.0.ln1.weight", {C}}, {"blocks.0.ln1.bias", {C}}, {"blocks.0.ln2.weight", {C}}, {"blocks.0.ln2.bias", {C}},
+        {"ln_f.weight", {C}}, {"ln_f.bias", {C}}, {"lm_head.weight", {V, C}}, {"lm_head.bias", {V}}};
+    nlohmann::json header = nlohmann::json::object();
+    uint64_t at = 0;
+    for (const auto& [name, shape] : tensors) {
+        uint64_t n = 1;
+        for (int64_t d : shape) n *= static_cast<uint64_t>(d);
+        header[name] = {{"dtype", dtype}, {"shape", shape}, {"data_offsets", {at, at + elem * n}}};
+        at += elem * n;
+    }
+    const std::string h = header.dump();
+    const std::string path = dir.file("sparse.safetensors");
+    std::FILE* f = std::fopen(path.c_str(), "wb");
+    REQUIRE(f != nullptr);
+    const uint64_t len = h.size();
+    std::fwrite(&len, 8, 1, f);  // little-endian host (x86-64, aarch64)
+    std::fwrite(h.data(), 1, h.size(), f);
+    std::fclose(f);
+    REQUIRE(::truncate(path.c_str(), static_cast<off_t>(8 + h.size() + at)) == 0);
+    std::string text;
+    for (int64_t i = 0; i < V; ++i) {
+        char u[4];
+        text.append(u, static_cast<size_t>(ember::utf8_encode(static_cast<uint32_t>(0x100 + i), u)));  // below the surrogates
+    }
+    test::write_file(dir.file("vocab.txt"), text);
+    return path;
+}
+
 TEST_CASE("a conversion that cannot get memory says how much it needed") {
 #ifdef EMBER_EMULATOR
     // qemu-user reserves the guest's address space up front: under `ulimit -v` it cannot start.
     MESSAGE("SKIPPED under " EMBER_EMULATOR ": ulimit -v limits the emulator, not the program");
     return;
 #endif
+    // The converter holds one tensor at a time: wte [32768, 2048], 256 MiB as f32, is the one
+    // that does not fit. Under 200 MiB of address space the reader cannot hold it as f32; under
+    // 320 MiB it can, but the writer cannot add its f16 copy (128 MiB more).
     test::TempDir dir;
-    const std::string big = write_big_gptpy(dir, 512, 8);
-    // Address space for the binary, its libraries and part of the 100 MB of f32 values: at 100 MiB
-    // the reader runs out, at 150 MiB the writer (the checkpoint is read one tensor at a time).
-    const std::string args = "convert " + q(big) + " --vocab-text " + q(dir.file("vocab.txt")) + " -o " + q(dir.file("m.ember")) + " --dtype f32";
-    for (const auto& [limit, what] : std::vector<std::pair<std::string, std::string>>{
-             {"102400", "out of memory: " + big + ": tensor '"}, {"153600", "out of memory at tensor '"}}) {
+    for (const auto& [dtype, limit, what] : std::vector<std::tuple<std::string, std::string, std::string>>{
+             {"F32", "204800", "out of memory: " + dir.file("sparse.safetensors") + ": tensor 'token_embedding_table.weight' as f32 needs 256 MiB more"},
+             {"F32", "327680", "out of memory at tensor 'wte' (67108864 values): holding it as f32 (256 MiB) and as f16 (128 MiB) needs about 384 MiB"}}) {
         CAPTURE(limit);
+        const std::string big = write_sparse_gptpy(dir, dtype, 32768, 2048);
+        const std::string args = "convert " + q(big) + " --vocab-text " + q(dir.file("vocab.txt")) + " -o " + q(dir.file("m.ember")) +
+                                 " --dtype f16 --attention-scale head";
         const auto r = test::ember_cli_in_shell("ulimit -v " + limit + "; exec", args, dir);
         test::check_refused(r, what);
         CHECK((r.err.find(" bytes more") != std::string::npos || r.err.find(" MiB") != std::string::npos));  // the size

@@ -259,7 +259,7 @@ TEST_CASE("a model whose n_embd is not divisible by n_head is refused") {
     auto add = [&](const std::string& name, std::vector<int64_t> shape) {
         size_t n = 1;
         for (auto d : shape) n *= static_cast<size_t>(d);
-        cm.tensors.push_back({name, shape, std::vector<float>(n, 0.1f), name, convert::SourceDType::F32});
+        cm.tensors.push_back({name, shape, std::vector<float>(n, 0.1f), name, convert::SourceDType::F32, nullptr});
     };
     add("wte", {2, 8});
     add("wpe", {4, 8});
