@@ -356,6 +356,42 @@ TEST_CASE("a Hugging Face tokenizer.json gives the BPE of vocab.json + merges.tx
     CHECK(make_tokenizer(*a)->encode(text, "text") == make_tokenizer(*b)->encode(text, "text"));
 }
 
+TEST_CASE("bad input: a tokenizer.json with wrong types, nesting or no model names the file and the field") {
+    test::TempDir dir;
+    const nlohmann::json good = test::load_json(fixture(kDir + "tokenizer.json"));
+    auto refused = [&](const std::string& text, const char* what) {
+        CAPTURE(what);
+        test::write_file(dir.file("t.json"), text);
+        CHECK_THROWS_WITH_AS(convert::read_gpt2_tokenizer({dir.file("t.json")}), doctest::Contains(what), ember::Error);
+    };
+    auto with = [&](auto change) {
+        nlohmann::json j = good;
+        change(j);
+        return j.dump();
+    };
+    // Flags of another JSON type (json::value threw a type_error naming no file).
+    refused(with([](auto& j) { j["pre_tokenizer"]["add_prefix_space"] = "yes"; }), "t.json: pre_tokenizer.add_prefix_space is a JSON string");
+    refused(with([](auto& j) { j["pre_tokenizer"]["use_regex"] = 1; }), "t.json: pre_tokenizer.use_regex is a JSON number");
+    refused(with([](auto& j) { j["model"]["byte_fallback"] = "true"; }), "t.json: model.byte_fallback is a JSON string");
+    // An added token whose model.vocab entry is nested 200,000 deep: the message once dumped it
+    // (recursion per level: a stack overflow).
+    nlohmann::json deep = good;
+    deep["model"]["vocab"]["<|endoftext|>"] = nullptr;
+    std::string text = deep.dump();
+    const std::string null_at = "\"<|endoftext|>\":null";
+    REQUIRE(text.find(null_at) != std::string::npos);
+    text.replace(text.find(null_at), null_at.size(), "\"<|endoftext|>\":" + std::string(200000, '[') + std::string(200000, ']'));
+    refused(text, "model.vocab gives it a JSON array");
+    // model.vocab not an object: said so (once an added token "must take the next id, 0").
+    refused(with([](auto& j) { j["model"]["vocab"] = nlohmann::json::array({1, 2}); }), "t.json: model needs a vocab object");
+    // A merge naming a token the vocabulary lacks: that token named.
+    refused(with([](auto& j) { j["model"]["merges"].push_back("zzqq xxyy"); }), "uses token 'zzqq'");
+    // One file that is not a tokenizer.json: named, with what it is.
+    refused("", "t.json: an empty file, not a tokenizers tokenizer.json");
+    refused("{\"version\": \"1.0\"}", "t.json: a JSON object without \"model\"");
+    refused("\xff\xfe garbage", "t.json: not JSON");
+}
+
 TEST_CASE("a gpt.py checkpoint is checked against its training text: a warning naming --attention-scale, auto picks the better") {
     test::TempDir dir;
     auto o = options("oldscale.pt", dir);
