@@ -58,23 +58,36 @@ std::string weights_held(const Model& m, const LoadOptions& load) {
 
 namespace {
 
-// SIGINT / SIGTERM during `ember convert`: the temporary file goes, then the signal is raised
+// SIGINT / SIGTERM during `ember convert`: the temporary files go, then the signal is raised
 // again with its default action, so the exit status says the process was killed. A signal
-// handler can reach only static storage: the path is copied here before the file is created
-// (the flag set after the copy, cleared before the path changes) and only read by the handler,
-// which calls async-signal-safe functions alone (unlink, signal, raise).
-char g_temp_path[4096];
-volatile std::sig_atomic_t g_temp_set = 0;
+// handler can reach only static storage: each path is copied here before its file is created
+// (the count raised after the copy) and only read by the handler, which calls async-signal-safe
+// functions alone (unlink, signal, raise). Paths nest: the scale check's probe file
+// (OUT.scale-check-PID, convert.cpp) is told before the writer tells its own OUT...tmp-PID,
+// and nullptr forgets the latest one told.
+constexpr int kTempSlots = 2;
+char g_temp_path[kTempSlots][4096];
+volatile std::sig_atomic_t g_temp_depth = 0;
 
 void remember_temp(const char* path) {
-    g_temp_set = 0;
-    if (path == nullptr || std::strlen(path) >= sizeof g_temp_path) return;  // too long to keep: left to the OS
-    std::memcpy(g_temp_path, path, std::strlen(path) + 1);
-    g_temp_set = 1;
+    if (path == nullptr) {
+        if (g_temp_depth > 0) g_temp_depth = g_temp_depth - 1;
+        return;
+    }
+    const int d = g_temp_depth;
+    if (d < kTempSlots) {
+        // Too long to keep: an empty slot (left to the OS), still counted so that nullptr pairs up.
+        const bool fits = std::strlen(path) < sizeof g_temp_path[d];
+        if (fits) std::memcpy(g_temp_path[d], path, std::strlen(path) + 1);
+        else g_temp_path[d][0] = '\0';
+    }
+    g_temp_depth = d + 1;
 }
 
 extern "C" void on_convert_signal(int sig) {
-    if (g_temp_set) ::unlink(g_temp_path);
+    for (int i = 0; i < g_temp_depth && i < kTempSlots; ++i) {
+        if (g_temp_path[i][0] != '\0') ::unlink(g_temp_path[i]);
+    }
     std::signal(sig, SIG_DFL);
     std::raise(sig);
 }
@@ -92,7 +105,7 @@ struct ConvertSignals {
     ~ConvertSignals() {
         sigaction(SIGINT, &old_int, nullptr);
         sigaction(SIGTERM, &old_term, nullptr);
-        g_temp_set = 0;
+        g_temp_depth = 0;
     }
 };
 

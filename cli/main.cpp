@@ -45,9 +45,9 @@ int main(int argc, char** argv) {
     c->add_option("--arch", arch, "auto | gptpy | nanogpt | hf-gpt2")->capture_default_str();
     std::string attention_scale, activation;
     std::vector<std::string> renames;
-    c->add_option("--attention-scale", attention_scale,
+    auto* scale_opt = c->add_option("--attention-scale", attention_scale,
                   "head = 1/sqrt(head_size) (today's gpt.py, the default), embd = 1/sqrt(n_embd) (the early gpt.py's C**-0.5), auto (the better on --vocab-text), or a number");
-    c->add_option("--activation", activation, "relu | gelu | gelu-tanh: replaces the architecture's (gpt.py relu, nanoGPT gelu, GPT-2 gelu-tanh)");
+    auto* act_opt = c->add_option("--activation", activation, "relu | gelu | gelu-tanh: replaces the architecture's (gpt.py relu, nanoGPT gelu, GPT-2 gelu-tanh)");
     c->add_option("--n-head", conv.overrides.n_head, "attention heads, for a checkpoint without model_args or config.json")->check(CLI::Range(1, 1 << 16));
     c->add_option("--rename", renames, "OLD=NEW: replace the substring OLD by NEW in every key before mapping (repeatable, in order)")
         ->expected(1)
@@ -167,8 +167,9 @@ int main(int argc, char** argv) {
             if (*c) {
                 conv.write.dtype = convert::parse_dtype(dtype);
                 conv.arch = convert::parse_arch(arch);
-                if (!attention_scale.empty()) conv.attention_scale = convert::parse_attention_scale(attention_scale);
-                if (!activation.empty()) conv.activation = convert::parse_activation(activation);
+                // Given at all, even as "": parsed (an empty value is refused, not the default).
+                if (scale_opt->count() > 0) conv.attention_scale = convert::parse_attention_scale(attention_scale);
+                if (act_opt->count() > 0) conv.activation = convert::parse_activation(activation);
                 for (const std::string& r : renames) conv.overrides.renames.push_back(convert::parse_rename(r));
                 return cli::cmd_convert(conv);
             }

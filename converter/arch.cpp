@@ -74,7 +74,8 @@ std::string shape_str(const std::vector<int64_t>& s) {
 }
 
 // Every key through the renames, in order (each replaces every occurrence of OLD). A rename
-// that changes no key, or two keys renamed to one, is an error. Returns the keys changed.
+// that changes no key, one that leaves a key empty, or two keys renamed to one, is an error.
+// Returns the keys changed.
 int apply_renames(TensorMap& t, const std::vector<std::pair<std::string, std::string>>& renames, const std::string& what) {
     if (renames.empty()) return 0;
     std::vector<int> used(renames.size(), 0);
@@ -89,6 +90,7 @@ int apply_renames(TensorMap& t, const std::vector<std::pair<std::string, std::st
                 ++used[i];
             }
         }
+        if (k.empty()) fail(what, ": --rename makes the key '", printable(kv.first), "' empty");
         changed += k != kv.first;
         const std::string key = k;
         if (!out.emplace(std::move(k), std::move(kv.second)).second) {

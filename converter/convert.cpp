@@ -2,6 +2,8 @@
 
 #include <unistd.h>
 
+#include <cctype>
+#include <cerrno>
 #include <cmath>
 #include <algorithm>
 #include <cstdio>
@@ -45,15 +47,27 @@ double score_windows(const CanonicalModel& model, const TokenizerSpec& tok, cons
     WriteOptions w = opts.write;
     w.dtype = WeightDType::F32;
     const std::string probe = opts.out + ".scale-check-" + std::to_string(::getpid());
-    write_ember(model, tok, prov, w, probe);
+    // The probe is a whole file until unlinked: told to the temporary-file hook (SIGINT / SIGTERM)
+    // before write_ember tells its own temporary file, forgotten after the unlink.
+    if (w.on_temp_file) w.on_temp_file(probe.c_str());
+    try {
+        write_ember(model, tok, prov, w, probe);
+    } catch (...) {
+        if (w.on_temp_file) w.on_temp_file(nullptr);
+        throw;
+    }
+    auto remove_probe = [&] {
+        ::unlink(probe.c_str());
+        if (w.on_temp_file) w.on_temp_file(nullptr);
+    };
     std::unique_ptr<Model> m;
     try {
         m = Model::open(probe);
     } catch (...) {
-        ::unlink(probe.c_str());
+        remove_probe();
         throw;
     }
-    ::unlink(probe.c_str());
+    remove_probe();
     SessionOptions so;
     so.all_logits = true;
     so.kv_cache = KvDType::F32;
@@ -104,9 +118,14 @@ AttentionScaleChoice parse_attention_scale(const std::string& s) {
     if (s == "embd") return {ScaleKind::Embd, 0.0f};
     if (s == "auto") return {ScaleKind::Auto, 0.0f};
     char* end = nullptr;
+    errno = 0;
     const float v = std::strtof(s.c_str(), &end);
-    if (s.empty() || end != s.c_str() + s.size() || !std::isfinite(v) || v <= 0.0f) {
-        fail("--attention-scale '", printable(s), "': expected head (1/sqrt(head_size)), embd (1/sqrt(n_embd)), auto or a number > 0");
+    // Refused: below f32's normal range (strtof's ERANGE: 1e-40), above kMaxAttentionScale
+    // (scores times 1e38 overflow f32 and the softmax gives NaN), leading blanks.
+    if (s.empty() || std::isspace(static_cast<unsigned char>(s[0])) || end != s.c_str() + s.size() || errno == ERANGE || !std::isfinite(v) ||
+        v <= 0.0f || v > kMaxAttentionScale) {
+        fail("--attention-scale '", printable(s), "': expected head (1/sqrt(head_size)), embd (1/sqrt(n_embd)), auto or a number in [1.2e-38, ",
+             kMaxAttentionScale, "]");
     }
     return {ScaleKind::Value, v};
 }

@@ -17,8 +17,11 @@ namespace ember::convert {
 enum class ScaleKind { Default, Head, Embd, Auto, Value };
 struct AttentionScaleChoice {
     ScaleKind kind = ScaleKind::Default;
-    float value = 0.0f;  // Value only: finite, > 0
+    float value = 0.0f;  // Value only: a normal f32 in (0, kMaxAttentionScale]
 };
+// 1/sqrt(head_size) is at most 1; a larger given scale is refused: q.k times 1e38 overflows f32
+// and the softmax gives NaN (loss nan measured on tests/fixtures/real/oldscale.pt).
+constexpr float kMaxAttentionScale = 1000.0f;
 AttentionScaleChoice parse_attention_scale(const std::string& s);  // head | embd | auto | FLOAT; throws ember::Error
 kernels::ActivationKind parse_activation(const std::string& s);    // relu | gelu | gelu-tanh; throws ember::Error
 

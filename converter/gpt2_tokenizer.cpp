@@ -99,7 +99,9 @@ BpeData build_bpe(const nlohmann::json& enc, const std::vector<std::string>& add
     for (const Merge& m : merges) {
         auto ia = id_of.find(m.a), ib = id_of.find(m.b), ic = id_of.find(m.a + m.b);
         if (ia == id_of.end() || ib == id_of.end() || ic == id_of.end()) {
-            fail(m.where, ": merge '", printable(m.a + " " + m.b), "' uses or makes a token that ", vw, " lacks");
+            const std::string& missing = ia == id_of.end() ? m.a : ib == id_of.end() ? m.b : m.a + m.b;
+            fail(m.where, ": merge '", printable(m.a + " " + m.b), "' ", ic == id_of.end() && ia != id_of.end() && ib != id_of.end() ? "makes" : "uses",
+                 " token '", printable(missing), "', which ", vw, " lacks");
         }
         d.merges.push_back({ia->second, ib->second, ic->second});
     }
@@ -133,15 +135,23 @@ BpeData read_tokenizer_json(const nlohmann::json& j, const std::string& w) {
     if (mt != "BPE") fail(w, ": model.type is ", mt, gpt2, ": a WordPiece, Unigram or WordLevel vocabulary is another tokenizer");
     if (const std::string pre = type_of(j, "pre_tokenizer"); pre != "ByteLevel") fail(w, ": pre_tokenizer is ", pre, ", not ByteLevel", gpt2);
     const auto& pre = j["pre_tokenizer"];
-    if (pre.value("add_prefix_space", false) != false) fail(w, ": pre_tokenizer ByteLevel has add_prefix_space true", gpt2, " adds none");
-    if (pre.value("use_regex", true) != true) fail(w, ": pre_tokenizer ByteLevel has use_regex false", gpt2, " splits with GPT-2's pattern");
+    // Flags are booleans when present (json::value would throw a type_error naming no file).
+    auto flag = [&](const nlohmann::json& o, const char* part, const char* key, bool absent) {
+        if (!o.contains(key) || o[key].is_null()) return absent;
+        if (!o[key].is_boolean()) fail(w, ": ", part, ".", key, " is a JSON ", o[key].type_name(), ", not true or false");
+        return o[key].get<bool>();
+    };
+    if (flag(pre, "pre_tokenizer", "add_prefix_space", false)) fail(w, ": pre_tokenizer ByteLevel has add_prefix_space true", gpt2, " adds none");
+    if (!flag(pre, "pre_tokenizer", "use_regex", true)) fail(w, ": pre_tokenizer ByteLevel has use_regex false", gpt2, " splits with GPT-2's pattern");
     if (const std::string dec = type_of(j, "decoder"); dec != "ByteLevel") fail(w, ": decoder is ", dec, ", not ByteLevel", gpt2);
     if (const std::string norm = type_of(j, "normalizer"); norm != "null") fail(w, ": normalizer is ", norm, gpt2, " has none");
     for (const char* k : {"continuing_subword_prefix", "end_of_word_suffix"}) {
         if (m.contains(k) && !m[k].is_null() && m[k] != "") fail(w, ": model.", k, " is set", gpt2, " has none");
     }
-    if (m.contains("byte_fallback") && m["byte_fallback"] == true) fail(w, ": model.byte_fallback is true", gpt2);
-    if (!m.contains("vocab") || !m.contains("merges") || !m["merges"].is_array()) fail(w, ": model needs vocab and a merges array");
+    if (flag(m, "model", "byte_fallback", false)) fail(w, ": model.byte_fallback is true", gpt2);
+    if (!m.contains("vocab") || !m["vocab"].is_object() || !m.contains("merges") || !m["merges"].is_array()) {
+        fail(w, ": model needs a vocab object {token: id} and a merges array");
+    }
     std::vector<Merge> merges;
     merges.reserve(m["merges"].size());
     for (size_t i = 0; i < m["merges"].size(); ++i) {
@@ -164,15 +174,17 @@ BpeData read_tokenizer_json(const nlohmann::json& j, const std::string& w) {
     std::vector<std::string> added;
     if (j.contains("added_tokens") && !j["added_tokens"].is_null()) {
         if (!j["added_tokens"].is_array()) fail(w, ": added_tokens is not an array");
-        const size_t n = m["vocab"].is_object() ? m["vocab"].size() : 0;
+        const size_t n = m["vocab"].size();
         for (const auto& a : j["added_tokens"]) {
             if (!a.is_object() || !a.contains("id") || !a["id"].is_number_unsigned() || !a.contains("content") || !a["content"].is_string()) {
                 fail(w, ": an added_tokens entry without an integer id and a string content");
             }
             const std::string content = a["content"].get<std::string>();
             const uint64_t id = a["id"].get<uint64_t>();
-            if (m["vocab"].is_object() && m["vocab"].contains(content)) {
-                if (m["vocab"][content] != id) fail(w, ": added token '", printable(content), "' has id ", id, " but model.vocab gives it ", m["vocab"][content].dump());
+            if (m["vocab"].contains(content)) {
+                const auto& v = m["vocab"][content];
+                // dump() only for numbers: it recurses per nesting level of a hostile value.
+                if (v != id) fail(w, ": added token '", printable(content), "' has id ", id, " but model.vocab gives it ", v.is_number() ? v.dump() : std::string("a JSON ") + v.type_name());
             } else if (id == n + added.size()) {
                 if (content.empty()) fail(w, ": an empty added token");
                 added.push_back(content);
@@ -224,6 +236,11 @@ BpeData read_gpt2_tokenizer(const std::vector<std::string>& files) {
         if (vocab_path.empty() || merges_path.empty()) {
             fail("--tokenizer: give GPT-2's encoder.json (a JSON object) and vocab.bpe (the merges), or a folder holding them");
         }
+    } else if (files.size() == 1) {  // one file that is_tokenizer_json found no tokenizer.json
+        const std::string head = read_text_file(files[0], kMaxFileBytes).substr(0, 64);
+        const size_t first = head.find_first_not_of(" \t\r\n");
+        fail(printable(files[0], 200), first == std::string::npos ? ": an empty file" : head[first] == '{' ? ": a JSON object without \"model\"" : ": not JSON",
+             ", not a tokenizers tokenizer.json; --tokenizer takes a tokenizer.json, GPT-2's encoder.json and vocab.bpe (or vocab.json and merges.txt) together, or a folder holding them");
     } else {
         fail("--tokenizer: give GPT-2's encoder.json and vocab.bpe (or vocab.json and merges.txt), a tokenizer.json, or a folder holding them");
     }

@@ -1,6 +1,7 @@
 #include "converter/safetensors.h"
 
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -120,6 +121,8 @@ Checkpoint read_safetensors(const std::string& path, bool lazy) {
         uint64_t numel = 1;
         for (const auto& d : *shape_it) {
             const uint64_t dim = json_uint(path, name, d, "a shape entry");
+            // Kept as int64_t; beside a 0 the element count below cannot catch it.
+            if (dim > static_cast<uint64_t>(INT64_MAX)) fail(path, ": ", where, " has a dimension of ", dim, ", past int64");
             if (dim != 0 && numel > data_size / dim) {
                 fail(path, ": ", where, " has more elements than the file has bytes");
             }

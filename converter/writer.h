@@ -30,6 +30,7 @@ struct WriteOptions {
     bool verify = true;   // refuse a file Model::open refuses; false only for tests that need one
     // Told the temporary file's path (OUT.tmp-PID) before it is created, and nullptr once it
     // is renamed into place or removed: `ember convert` keeps it for its SIGINT/SIGTERM handler.
+    // Calls nest (the scale check tells its probe file around the writer's): nullptr forgets the latest.
     void (*on_temp_file)(const char* path) = nullptr;
 };
 

@@ -249,6 +249,9 @@ TEST_CASE("bad input: safetensors headers") {
                "safetensors tensor 'w': a shape entry is not a non-negative integer");
     refused_st(R"({"w": {"dtype": "F32", "shape": [65536, 65536], "data_offsets": [0, 16]}})", data,
                "safetensors tensor 'w' has more elements than the file has bytes");
+    // A dimension past int64 beside a 0 (no elements): once kept as the shape entry -1.
+    refused_st(R"({"w": {"dtype": "F32", "shape": [0, 18446744073709551615], "data_offsets": [0, 0]}})", data,
+               "safetensors tensor 'w' has a dimension of 18446744073709551615");
     // A header length past the end of the file.
     std::string b(8, '\0');
     const uint64_t n = 1000;

@@ -367,7 +367,7 @@ TEST_CASE("ember convert with --tokenizer: the summary names what was transposed
         CHECK(!std::filesystem::exists(dir.file("bad.ember")));
     };
     refused("convert '" + fixture("gpt2/hf/model.safetensors") + "' --tokenizer '" + kTiny[0] + "'",
-            "--tokenizer: give GPT-2's encoder.json and vocab.bpe");
+            "encoder.json: a JSON object without \"model\", not a tokenizers tokenizer.json; --tokenizer takes a tokenizer.json, GPT-2's encoder.json and vocab.bpe");
     refused("convert '" + fixture("gpt2/hf/model.safetensors") + "' --tokenizer '" + kTiny[0] + "' --tokenizer '" + kTiny[0] + "'",
             "give GPT-2's encoder.json (a JSON object) and vocab.bpe");
     refused("convert '" + fixture("gpt2/hf/model.safetensors") + "'" + tiny + " --vocab-text '" + kTiny[1] + "'", "excludes");
@@ -375,7 +375,7 @@ TEST_CASE("ember convert with --tokenizer: the summary names what was transposed
             "holds neither encoder.json + vocab.bpe nor vocab.json + merges.txt");
     test::write_file(dir.file("vocab.bpe"), "#version: 0.2\n\xc4\xa0 t\nno_such token\n");
     refused("convert '" + fixture("gpt2/hf/model.safetensors") + "' --tokenizer '" + kTiny[0] + "' --tokenizer '" + dir.file("vocab.bpe") + "'",
-            "vocab.bpe:3: merge 'no_such token' uses or makes a token that");
+            "vocab.bpe:3: merge 'no_such token' uses token 'no_such', which");
 }
 
 TEST_CASE("An .ember whose BPE tables were altered is refused at load (the index is untrusted too)") {
