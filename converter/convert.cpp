@@ -82,7 +82,15 @@ void check_scale(CanonicalModel& model, const TokenizerSpec& tok, const Provenan
     std::vector<int> ids = CharTokenizer(tok.code_points).encode(text, printable(opts.vocab_text, 200));
     const size_t n = std::min(ids.size(), static_cast<size_t>(kScaleCheckWindows) * static_cast<size_t>(c.block_size) + 1);
     const float head = 1.0f / std::sqrt(static_cast<float>(c.head_size())), embd = 1.0f / std::sqrt(static_cast<float>(c.n_embd));
-    if (n < 2 || head == embd) return;  // one head: the scales agree
+    if (head == embd) return;  // one head: the scales agree
+    if (n < static_cast<size_t>(c.block_size) + 1) {  // not one whole window: a score would say nothing
+        const std::string what = printable(base_name(opts.vocab_text), 200) + " has " + std::to_string(ids.size()) +
+                                 " tokens, fewer than one window of block_size " + std::to_string(c.block_size) + " + 1";
+        if (opts.attention_scale.kind == ScaleKind::Auto) fail("--attention-scale auto scores windows of the training text, but ", what);
+        r.scale_note = "note: the attention scale was not checked: " + what +
+                       " (1/sqrt(head_size) written; --attention-scale embd for a model trained with the early gpt.py scale)";
+        return;
+    }
     ids.resize(n);
     c.attn_scale = head;
     r.loss_head = score_windows(model, tok, prov, opts, ids);

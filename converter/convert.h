@@ -54,7 +54,7 @@ struct ConvertResult {
     bool scale_checked = false;
     double loss_head = 0.0, loss_embd = 0.0;
     int64_t scale_check_tokens = 0;
-    std::string scale_note;   // the warning (the other scale fits better) or auto's choice; "" when none
+    std::string scale_note;   // the warning (the other scale fits better), auto's choice, or why it was not checked; "" when none
     WriteReport report;
 };
 
@@ -72,7 +72,9 @@ std::vector<uint32_t> vocab_from_text(const std::string& path);
 // text: unless --attention-scale is head, embd or a number, the first kScaleCheckWindows windows
 // are scored with the CPU backend under 1/sqrt(head_size) and 1/sqrt(n_embd) (f32 weights).
 // When the other scale fits better by more than kScaleCheckMargin nats, scale_note warns and
-// names --attention-scale; with Auto the better one is written and scale_note says which.
+// names --attention-scale; with Auto the better one is written and scale_note says which. A
+// text of less than one window (block_size + 1 tokens) is not scored: scale_note says so, and
+// Auto is refused.
 constexpr int kScaleCheckWindows = 8;
 constexpr double kScaleCheckMargin = 0.05;
 ConvertResult convert(const ConvertOptions& opts);

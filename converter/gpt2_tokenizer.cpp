@@ -129,6 +129,7 @@ std::string type_of(const nlohmann::json& j, const char* key) {
 // and decoder; anything else is refused, naming what it is.
 BpeData read_tokenizer_json(const nlohmann::json& j, const std::string& w) {
     const std::string gpt2 = " (ember reads GPT-2's byte-level BPE only)";
+    const std::string only = ", and ember reads that BPE only";
     if (!j.contains("model") || !j["model"].is_object()) fail(w, ": no \"model\" object: not a tokenizers tokenizer.json");
     const nlohmann::json& m = j["model"];
     const std::string mt = type_of(j, "model");
@@ -141,12 +142,12 @@ BpeData read_tokenizer_json(const nlohmann::json& j, const std::string& w) {
         if (!o[key].is_boolean()) fail(w, ": ", part, ".", key, " is a JSON ", o[key].type_name(), ", not true or false");
         return o[key].get<bool>();
     };
-    if (flag(pre, "pre_tokenizer", "add_prefix_space", false)) fail(w, ": pre_tokenizer ByteLevel has add_prefix_space true", gpt2, " adds none");
-    if (!flag(pre, "pre_tokenizer", "use_regex", true)) fail(w, ": pre_tokenizer ByteLevel has use_regex false", gpt2, " splits with GPT-2's pattern");
+    if (flag(pre, "pre_tokenizer", "add_prefix_space", false)) fail(w, ": pre_tokenizer ByteLevel has add_prefix_space true; GPT-2's byte-level BPE adds no space before the text", only);
+    if (!flag(pre, "pre_tokenizer", "use_regex", true)) fail(w, ": pre_tokenizer ByteLevel has use_regex false; GPT-2's byte-level BPE splits the text with its pattern", only);
     if (const std::string dec = type_of(j, "decoder"); dec != "ByteLevel") fail(w, ": decoder is ", dec, ", not ByteLevel", gpt2);
-    if (const std::string norm = type_of(j, "normalizer"); norm != "null") fail(w, ": normalizer is ", norm, gpt2, " has none");
+    if (const std::string norm = type_of(j, "normalizer"); norm != "null") fail(w, ": normalizer is ", norm, "; GPT-2's byte-level BPE has no normalizer", only);
     for (const char* k : {"continuing_subword_prefix", "end_of_word_suffix"}) {
-        if (m.contains(k) && !m[k].is_null() && m[k] != "") fail(w, ": model.", k, " is set", gpt2, " has none");
+        if (m.contains(k) && !m[k].is_null() && m[k] != "") fail(w, ": model.", k, " is set; GPT-2's byte-level BPE has none", only);
     }
     if (flag(m, "model", "byte_fallback", false)) fail(w, ": model.byte_fallback is true", gpt2);
     if (!m.contains("vocab") || !m["vocab"].is_object() || !m.contains("merges") || !m["merges"].is_array()) {
@@ -202,7 +203,8 @@ bool is_tokenizer_json(const std::string& path) {
     const size_t first = head.find_first_not_of(" \t\r\n");
     if (first == std::string::npos || head[first] != '{') return false;
     const nlohmann::json j = parse_json(path, printable(path, 200));
-    return j.is_object() && j.contains("model");
+    // An object "model" (GPT-2's encoder.json maps tokens, "model" among them, to ids).
+    return j.is_object() && j.contains("model") && j["model"].is_object();
 }
 
 }  // namespace
@@ -229,6 +231,11 @@ BpeData read_gpt2_tokenizer(const std::vector<std::string>& files) {
         }
     } else if (files.size() == 2) {
         for (const std::string& f : files) {
+            if (!is_dir(f) && is_tokenizer_json(f)) {
+                fail(printable(f, 200), ": a tokenizers tokenizer.json holds the vocabulary and the merges: give it to --tokenizer alone");
+            }
+        }
+        for (const std::string& f : files) {
             const std::string head = read_text_file(f, kMaxFileBytes).substr(0, 64);
             const size_t first = head.find_first_not_of(" \t\r\n");
             (first != std::string::npos && head[first] == '{' ? vocab_path : merges_path) = f;
@@ -239,7 +246,7 @@ BpeData read_gpt2_tokenizer(const std::vector<std::string>& files) {
     } else if (files.size() == 1) {  // one file that is_tokenizer_json found no tokenizer.json
         const std::string head = read_text_file(files[0], kMaxFileBytes).substr(0, 64);
         const size_t first = head.find_first_not_of(" \t\r\n");
-        fail(printable(files[0], 200), first == std::string::npos ? ": an empty file" : head[first] == '{' ? ": a JSON object without \"model\"" : ": not JSON",
+        fail(printable(files[0], 200), first == std::string::npos ? ": an empty file" : head[first] == '{' ? ": a JSON object without a \"model\" object" : ": not JSON",
              ", not a tokenizers tokenizer.json; --tokenizer takes a tokenizer.json, GPT-2's encoder.json and vocab.bpe (or vocab.json and merges.txt) together, or a folder holding them");
     } else {
         fail("--tokenizer: give GPT-2's encoder.json and vocab.bpe (or vocab.json and merges.txt), a tokenizer.json, or a folder holding them");

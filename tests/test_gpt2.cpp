@@ -367,7 +367,7 @@ TEST_CASE("ember convert with --tokenizer: the summary names what was transposed
         CHECK(!std::filesystem::exists(dir.file("bad.ember")));
     };
     refused("convert '" + fixture("gpt2/hf/model.safetensors") + "' --tokenizer '" + kTiny[0] + "'",
-            "encoder.json: a JSON object without \"model\", not a tokenizers tokenizer.json; --tokenizer takes a tokenizer.json, GPT-2's encoder.json and vocab.bpe");
+            "encoder.json: a JSON object without a \"model\" object, not a tokenizers tokenizer.json; --tokenizer takes a tokenizer.json, GPT-2's encoder.json and vocab.bpe");
     refused("convert '" + fixture("gpt2/hf/model.safetensors") + "' --tokenizer '" + kTiny[0] + "' --tokenizer '" + kTiny[0] + "'",
             "give GPT-2's encoder.json (a JSON object) and vocab.bpe");
     refused("convert '" + fixture("gpt2/hf/model.safetensors") + "'" + tiny + " --vocab-text '" + kTiny[1] + "'", "excludes");

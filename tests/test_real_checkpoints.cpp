@@ -426,17 +426,20 @@ TEST_CASE("a Hugging Face tokenizer.json gives the BPE of vocab.json + merges.tx
         {R"({"model": {"type": "BPE", "vocab": {}, "merges": []}, "pre_tokenizer": {"type": "Whitespace"}, "decoder": {"type": "ByteLevel"}})",
          "pre_tokenizer is Whitespace, not ByteLevel"},
         {R"({"model": {"type": "BPE", "vocab": {}, "merges": []}, "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": true}, "decoder": {"type": "ByteLevel"}})",
-         "add_prefix_space true"},
+         "add_prefix_space true; GPT-2's byte-level BPE adds no space before the text, and ember reads that BPE only"},
         {R"({"model": {"type": "BPE", "vocab": {}, "merges": []}, "pre_tokenizer": {"type": "ByteLevel"}, "decoder": {"type": "Metaspace"}})",
          "decoder is Metaspace, not ByteLevel"},
         {R"({"model": {"type": "BPE", "vocab": {}, "merges": []}, "pre_tokenizer": {"type": "ByteLevel"}, "decoder": {"type": "ByteLevel"}, "normalizer": {"type": "NFC"}})",
-         "normalizer is NFC"},
+         "normalizer is NFC; GPT-2's byte-level BPE has no normalizer, and ember reads that BPE only"},
     };
     for (const auto& [text, what] : refused) {
         CAPTURE(text);
         test::write_file(dir.file("t.json"), text);
         CHECK_THROWS_WITH_AS(convert::read_gpt2_tokenizer({dir.file("t.json")}), doctest::Contains(what.c_str()), ember::Error);
     }
+    // A tokenizer.json beside a merges file is refused as what it is, not read as an encoder.json.
+    CHECK_THROWS_WITH_AS(convert::read_gpt2_tokenizer({fixture(kDir + "tokenizer.json"), fixture("gpt2/tiny_tokenizer/vocab.bpe")}),
+                         doctest::Contains("tokenizer.json holds the vocabulary and the merges: give it to --tokenizer alone"), ember::Error);
     // The whole conversion: the Hugging Face GPT-2 fixture with tokenizer.json holds the same tokenizer.
     convert::ConvertOptions o;
     o.checkpoint = fixture("gpt2/hf/model.safetensors");
@@ -484,7 +487,7 @@ TEST_CASE("bad input: a tokenizer.json with wrong types, nesting or no model nam
     refused(with([](auto& j) { j["model"]["merges"].push_back("zzqq xxyy"); }), "uses token 'zzqq'");
     // One file that is not a tokenizer.json: named, with what it is.
     refused("", "t.json: an empty file, not a tokenizers tokenizer.json");
-    refused("{\"version\": \"1.0\"}", "t.json: a JSON object without \"model\"");
+    refused("{\"version\": \"1.0\"}", "t.json: a JSON object without a \"model\" object");
     refused("\xff\xfe garbage", "t.json: not JSON");
 }
 
@@ -514,6 +517,18 @@ TEST_CASE("a gpt.py checkpoint is checked against its training text: a warning n
     r = convert::convert(g);
     CHECK(r.scale_checked);
     CHECK(r.scale_note.empty());
+    // A text shorter than one window (the shipped model's 65-character vocabulary file, block_size
+    // 128) is not scored: a note says so, and auto is refused.
+    convert::ConvertOptions v;
+    v.checkpoint = test::source_dir() + "/models/shakespeare_char.pt";
+    v.vocab_text = test::source_dir() + "/models/shakespeare_char.vocab.txt";
+    v.out = dir.file("v.ember");
+    r = convert::convert(v);
+    CHECK_FALSE(r.scale_checked);
+    CHECK(r.scale_note.find("note: the attention scale was not checked: shakespeare_char.vocab.txt has 65 tokens, fewer than one window of "
+                            "block_size 128 + 1") != std::string::npos);
+    v.attention_scale = convert::parse_attention_scale("auto");
+    CHECK_THROWS_WITH_AS(convert::convert(v), doctest::Contains("--attention-scale auto scores windows of the training text, but"), ember::Error);
     // auto without a text to score, or on another architecture: refused.
     auto m = options("makemore.pt", dir);
     m.overrides.n_head = 3;
