@@ -243,7 +243,7 @@ int cmd_bench(const BenchArgs& a) {
     const ModelConfig& c = model->config();
     SessionOptions so;
     so.threads = a.threads;
-    so.all_logits = true;
+    so.all_logits = a.prefill_logits != "last";  // [block_size, V] logits only for forward_window
     so.kv_cache = parse_kv_cache(a.kv_cache);
     auto session = make_session(*model, so, parse_backend(a.backend));
     const Backend& backend = session->backend();
