@@ -49,7 +49,7 @@ def main():
 
     p = print
     p(f'Measured {date.today().isoformat()} by `bench/vs_llama.sh` at commit {commit}: {cpu[0].split(":", 1)[1].strip()}, '
-      f'{cpu[2]} vCPUs shared with other builds.')
+      f'{cpu[2]} vCPUs (the load each model began at is below).')
     p()
     p(f'- CPU flags (SIMD): {" ".join(f for f in cpu[1].split() if f.startswith(("avx", "fma", "f16c", "amx", "sse4")))}.')
     p(f'- llama.cpp: node-llama-cpp 3.21.1 prebuilt (llama.cpp bundled as its `v0.4.0` release), CPU variant '
