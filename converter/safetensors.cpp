@@ -141,7 +141,7 @@ Checkpoint read_safetensors(const std::string& path, bool lazy) {
                  numel * elem);
         }
         if (lazy) {
-            t.read = [path, name, dtype = t.dtype, at = data_start + begin, numel] { return read_tensor(path, name, dtype, at, numel); };
+            t.read = [path, name = std::string(name), dtype = t.dtype, at = data_start + begin, numel] { return read_tensor(path, name, dtype, at, numel); };
         } else {
             t.values = read_tensor(path, name, t.dtype, data_start + begin, numel);
         }
