@@ -1,6 +1,7 @@
-// The README and docs/*.md link to files and to sections of one another. These tests check
-// that every relative link and image path names a file of the repository, and that every
-// #anchor names a heading of the file it points into, as GitHub renders it.
+// The README and docs/*.md link to files and to sections of one another, and name the
+// repository's files in backticks. These tests check that every relative link and image path
+// names a file of the repository, that every #anchor names a heading of the file it points
+// into, as GitHub renders it, and that every repository path in backticks exists.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -85,6 +86,28 @@ std::vector<std::string> broken_links(const fs::path& path, const std::string& t
     return broken;
 }
 
+// Every repository path `text` names in backticks that does not exist: a span without spaces
+// that starts with a top-level folder of the source tree (not a build folder, not bench/out/,
+// where the benchmarks write), without a glob's '*'.
+std::vector<std::string> missing_paths(const fs::path& root, const fs::path& path, const std::string& text) {
+    std::vector<std::string> tops;
+    for (const auto& e : fs::directory_iterator(root)) {
+        const std::string name = e.path().filename().string();
+        if (e.is_directory() && name.rfind("build", 0) != 0 && name != ".git") tops.push_back(name + "/");
+    }
+    std::vector<std::string> missing;
+    static const std::regex code_span("`([^`\\s]+)`");
+    for (const auto& [n, line] : prose_lines(text)) {
+        for (std::sregex_iterator it(line.begin(), line.end(), code_span), end; it != end; ++it) {
+            const std::string p = (*it)[1].str();
+            const bool in_repo = std::any_of(tops.begin(), tops.end(), [&](const std::string& t) { return p.rfind(t, 0) == 0; });
+            if (!in_repo || p.rfind("bench/out", 0) == 0 || p.find('*') != std::string::npos) continue;
+            if (!fs::exists(root / p)) missing.push_back(path.string() + ":" + std::to_string(n) + ": " + p);
+        }
+    }
+    return missing;
+}
+
 }  // namespace
 
 TEST_CASE("docs: the link checker finds a missing file, a missing anchor and an anchor of a repeated heading") {
@@ -115,4 +138,17 @@ TEST_CASE("docs: every relative link and image of README.md and docs/*.md names 
     }
     CHECK(files.size() >= 5);  // README.md and the four docs/ files were found
     CHECK(links > 20);         // and read
+}
+
+TEST_CASE("docs: every repository path README.md and docs/*.md name in backticks exists") {
+    const fs::path root = ember::test::source_dir();
+    const auto made_up = missing_paths(root, root / "README.md",
+                                       "`bench/llama_plot.png` `tests/no_such_test.cpp` `bench/out/x.json` `tests/test_lora*.cpp` `DIR/NAME.ember`\n");
+    REQUIRE(made_up.size() == 1);
+    CHECK(made_up[0].find(":1: tests/no_such_test.cpp") != std::string::npos);
+    std::vector<fs::path> files{root / "README.md"};
+    for (const auto& e : fs::directory_iterator(root / "docs"))
+        if (e.path().extension() == ".md") files.push_back(e.path());
+    for (const auto& file : files)
+        for (const auto& m : missing_paths(root, file, ember::test::read_file(file.string()))) FAIL_CHECK(m);
 }
