@@ -22,7 +22,7 @@ CLI::App* add_attn_command(CLI::App& app, AttnArgs& a) {
     c->add_option("--head", a.head, "head, from 0 (default: every head of the layer)")->check(CLI::NonNegativeNumber);
     c->add_option("--top", a.top, "text: the strongest keys shown per query")->capture_default_str()->check(CLI::Range(1, 1 << 20));
     c->add_flag("--json", a.json, "print the T x T weights as JSON instead of the text");
-    c->add_option("--png", a.png, "write a heatmap to FILE (every head in a grid without --head)");
+    c->add_option("--png", a.png, "write a heatmap to FILE (every head in a grid without --head)")->type_name("FILE");
     c->add_option("--threads", a.threads, "0 = all cores")->capture_default_str()->check(CLI::Range(0, 256));
     c->add_option("--adapter", a.adapter, "LoRA adapter file (ember finetune), applied unmerged");
     c->add_flag_callback("--no-mmap", [&a] { a.load.mmap = false; }, "read the model into anonymous memory instead of mapping the file");

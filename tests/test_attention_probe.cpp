@@ -5,6 +5,7 @@
 // 2^-24 each); zeros above the diagonal exactly; the refusals; the CLI's text, JSON and PNG.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <memory>
@@ -12,6 +13,7 @@
 #include "cli_util.h"
 #include "converter/convert.h"
 #include "runtime/attention_probe.h"
+#include "runtime/cpu_backend.h"
 #include "runtime/error.h"
 #include "runtime/model.h"
 #include "runtime/tokenizer.h"
@@ -115,7 +117,7 @@ TEST_CASE("attention probe: f32 weights equal PyTorch's wei for gpt.py, nanoGPT 
     }
 }
 
-TEST_CASE("attention probe: int8 weights give proper rows close to the f32 model's; a prefix prompt gives the prefix of the weights") {
+TEST_CASE("attention probe: int8 weights give proper rows close to the f32 model's, and a prefix prompt gives the prefix of the weights") {
     const nlohmann::json& e = expected()["gptpy"];
     auto f32 = convert_entry(e, convert::WeightDType::F32);
     auto i8 = convert_entry(e, convert::WeightDType::Int8);
@@ -148,7 +150,7 @@ TEST_CASE("attention probe: refusals name the layer, the prompt length and block
     CHECK_THROWS_WITH_AS(attention_weights(m, {0, 37}, 0), doctest::Contains("token id 37 at position 1 is outside [0, 37)"), Error);
 }
 
-TEST_CASE("attention probe: the text lists each query's strongest keys in order; labels escape what is invisible") {
+TEST_CASE("attention probe: the text lists each query's strongest keys in order, and labels escape what is invisible") {
     AttentionWeights w;
     w.layer = 3;
     w.n_head = 1;
@@ -250,4 +252,27 @@ TEST_CASE("ember attn: --json equals the probe, text, --png a grid of heads, ref
     test::check_refused(test::ember_cli("attn -m " + test::q(c->path) + " -p " + test::q(prompt + "x"), dir),
                         "the prompt is 17 tokens, more than block_size 16");
     test::check_refused(test::ember_cli(base + " --png /nonexistent/dir/x.png", dir), "cannot write /nonexistent/dir/x.png");
+}
+
+TEST_CASE("cpu backend: the qkv tap copies one layer's rows and leaves the forward as it is, and bad taps are refused") {
+    auto c = convert_entry(expected()["gptpy"], convert::WeightDType::F32);
+    const Model& m = *c->model;
+    const auto ids = expected()["gptpy"]["ids"].get<std::vector<int>>();
+    const int T = static_cast<int>(ids.size()), C = m.config().n_embd, V = m.config().vocab_size;
+    SessionOptions so;
+    so.threads = 1;
+    CpuBackend plain(m, so), tapped(m, so);
+    std::vector<float> tap(static_cast<size_t>(T) * 3 * C, NAN);
+    tapped.set_qkv_tap(1, tap.data(), T);
+    const float* lp = plain.forward(ids.data(), T, 0, 0, 1, false);
+    const std::vector<float> want(lp, lp + V);
+    const float* got = tapped.forward(ids.data(), T, 0, 0, 1, false);
+    CHECK(std::memcmp(want.data(), got, V * sizeof(float)) == 0);
+    CHECK(std::all_of(tap.begin(), tap.end(), [](float x) { return std::isfinite(x); }));
+    tapped.set_qkv_tap(1, tap.data(), 2);
+    CHECK_THROWS_WITH_AS(tapped.forward(ids.data(), 5, 0, 0, 1, false), doctest::Contains("the qkv tap of layer 1 holds 2 rows, the forward has 5"), Error);
+    CHECK_THROWS_WITH_AS(tapped.set_qkv_tap(2, tap.data(), T), doctest::Contains("qkv tap for layer 2 (n_layer 2)"), Error);
+    CHECK_THROWS_AS(tapped.set_qkv_tap(0, nullptr, T), Error);
+    tapped.set_qkv_tap(-1, nullptr, 0);  // off
+    CHECK_NOTHROW(tapped.forward(ids.data(), T, 0, 0, 1, false));
 }

@@ -48,7 +48,7 @@ TEST_CASE("console parser: attn options, text and refusals") {
     }
 }
 
-TEST_CASE("console: attn answers the probe's text for each head, then OK; errors are one ERR line") {
+TEST_CASE("console: attn answers the probe's text for each head, then OK, and errors are one ERR line") {
     TempDir dir;
     write_file(dir.file("tiny.ember"), read_file(model_int8()));
     const std::string prompt = "The lazy dog";
