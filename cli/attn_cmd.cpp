@@ -58,7 +58,10 @@ int cmd_attn(const AttnArgs& a) {
     for (int h = 0; h < c.n_head; ++h)
         if (a.head < 0 || h == a.head) heads.push_back(h);
 
-    if (!a.png.empty()) write_attention_png(a.png, w, heads, labels);
+    if (!a.png.empty()) {
+        write_attention_png(a.png, w, heads, labels);
+        std::fprintf(stderr, "wrote %s\n", a.png.c_str());
+    }
     if (a.json) {
         nlohmann::json j;
         j["layer"] = w.layer;
@@ -82,7 +85,6 @@ int cmd_attn(const AttnArgs& a) {
         const std::string s = (i ? "\n" : "") + attention_text(w, labels, heads[i], a.top);
         std::fwrite(s.data(), 1, s.size(), stdout);
     }
-    if (!a.png.empty()) std::fprintf(stderr, "wrote %s\n", a.png.c_str());
     return 0;
 }
 

@@ -62,7 +62,10 @@ std::string glyphs(const std::string& label) {
     uint32_t cp = 0;
     while (pos < label.size() && static_cast<int>(out.size()) < kMaxLabelChars) {
         const size_t at = pos;
-        if (!utf8_next(label, pos, cp)) pos = at + 1, cp = '?';
+        if (!utf8_next(label, pos, cp)) {  // token_label escapes such bytes; kept safe anyway
+            pos = at + 1;
+            cp = '?';
+        }
         out += cp >= 0x20 && cp < 0x7f ? static_cast<char>(cp) : '?';
     }
     return out;
@@ -80,7 +83,7 @@ struct Layout {
 
 Layout layout(const gdFont& f, int T, int label_chars) {
     Layout l;
-    l.cell = T <= 64 ? 14 : std::max(2, 896 / T);
+    l.cell = T <= 64 ? 14 : std::max(1, 896 / T);  // a panel of at most ~900 px, 1 px cells from T = 449 on
     l.step = (f.h + l.cell - 1) / l.cell;  // a label every step-th row and column
     l.label_px = label_chars * f.w + 4;
     l.title_px = f.h + 6;
