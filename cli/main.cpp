@@ -6,6 +6,7 @@
 #include <cstring>
 #include <exception>
 
+#include "cli/attn_cmd.h"
 #include "cli/commands.h"
 #include "cli/finetune_cmd.h"
 #include "runtime/error.h"
@@ -147,6 +148,9 @@ int main(int argc, char** argv) {
     f->add_option("--retries", fl.retries, "sends of one frame before the link counts as lost")->capture_default_str()->check(CLI::Range(1, 1000));
     f->add_flag("--no-verify", fl.no_verify, "send without checking the file here first (the device still verifies)");
 
+    cli::AttnArgs at;
+    auto* atc = cli::add_attn_command(app, at);
+
     try {
         app.parse(argc, argv);
     } catch (const CLI::CallForHelp& e) {
@@ -178,6 +182,7 @@ int main(int argc, char** argv) {
             if (*e) return cli::cmd_eval(ev);
             if (*b) return cli::cmd_bench(be);
             if (*f) return cli::cmd_flash(fl);
+            if (*atc) return cli::cmd_attn(at);
             if (*ftc) {
                 for (const CLI::Option* o : settings) ft.settings_given = ft.settings_given || o->count() > 0;
                 return cli::cmd_finetune(ft);

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "firmware/serial_port.h"
+#include "runtime/attention_probe.h"
 #include "runtime/error.h"
 #include "runtime/eval.h"
 #include "runtime/finetune.h"
@@ -185,6 +186,7 @@ void Console::dispatch(const Command& c) {
         case CommandKind::Flash: return cmd_flash();
         case CommandKind::Finetune: return cmd_finetune(c);
         case CommandKind::Adapter: return cmd_adapter(c);
+        case CommandKind::Attn: return cmd_attn(c);
     }
 }
 
@@ -371,6 +373,26 @@ void Console::cmd_adapter(const Command& c) {
     use_adapter(c.name);
     ok("adapter " + c.name + ": rank " + std::to_string(adapter_->rank()) + ", alpha " + fmt("%g", adapter_->alpha()) + ", step " +
        std::to_string(adapter_->train.step));
+}
+
+// As `ember attn`'s text: the probe on the CPU, with the loaded adapter.
+void Console::cmd_attn(const Command& c) {
+    if (!model_) {
+        err("no model loaded: flash one (ember flash on the host) or load NAME");
+        return;
+    }
+    const int H = model_->config().n_head;
+    if (c.attn.head >= H) fail("attn: head ", c.attn.head, " is outside [0, ", H, ") (n_head ", H, ")");
+    const std::vector<int> ids = tok_->encode(c.text, "prompt");
+    SessionOptions o;
+    o.threads = opts_.threads;
+    o.adapter = adapter_.get();
+    const AttentionWeights w = attention_weights(*model_, ids, c.attn.layer, o);
+    std::vector<std::string> labels;
+    for (int id : ids) labels.push_back(token_label(*tok_, id));
+    for (int h = 0; h < H; ++h)
+        if (c.attn.head < 0 || h == c.attn.head) write(attention_text(w, labels, h, c.attn.top));
+    ok("attn layer " + std::to_string(c.attn.layer) + ", " + std::to_string(ids.size()) + " tokens");
 }
 
 void Console::cmd_eval(const Command& c) {

@@ -58,6 +58,7 @@ private:
     void cmd_flash();
     void cmd_finetune(const Command& c);
     void cmd_adapter(const Command& c);
+    void cmd_attn(const Command& c);
     std::unique_ptr<Session> session_for(const Model& model, const LoraAdapter* adapter, bool all_logits = false) const;  // policy, backend; adapter may be null
     void new_session();  // for the loaded model, context policy and adapter
     bool poll_interrupt();  // non-blocking: true when a Ctrl-C (0x03) has arrived

@@ -231,6 +231,25 @@ Command parse(std::string_view line) {
         }
         return c;
     }
+    if (word == "attn") {
+        c.kind = CommandKind::Attn;
+        for (;;) {
+            size_t p = pos;
+            const std::string_view opt = next_word(line, p);
+            if (opt.empty() || opt[0] != '-') break;  // the text starts here
+            pos = p;
+            if (opt == "--") break;
+            if (opt != "--layer" && opt != "--head" && opt != "--top")
+                throw Bad{"attn: unknown option '" + printable(opt, 40) + "' (--layer --head --top; -- before a text that starts with '-')"};
+            const std::string_view v = next_word(line, pos);
+            if (v.empty()) throw Bad{"attn: option " + std::string(opt) + " needs a value"};
+            const int x = static_cast<int>(parse_int(v, std::string(opt).c_str(), opt == "--top" ? 1 : 0, 1 << 16));
+            (opt == "--layer" ? c.attn.layer : opt == "--head" ? c.attn.head : c.attn.top) = x;
+        }
+        c.text = unescape(rest_of(line, pos));
+        if (c.text.empty()) throw Bad{"attn: usage: attn [--layer L] [--head H] [--top K] [--] TEXT"};
+        return c;
+    }
     throw Bad{"unknown command '" + printable(word, 40) + "' (try help)"};
 }
 
@@ -258,6 +277,7 @@ const char* console_help() {
            "  finetune [--steps N] [--lr LR] [--rank R] [--alpha A] [--batch B] [--seq T] [--seed S] [--eval-every K]\n"
            "           [--name NAME] [--resume NAME] [--skip-unknown] FILE   LoRA on FILE, adapter to NAME.emba; Ctrl-C stops (saved)\n"
            "  adapter NAME|off   gen and eval with NAME.emba (unmerged), or without\n"
+           "  attn [--layer L] [--head H] [--top K] [--] TEXT   each query's strongest keys in a layer's heads (from 0) for TEXT\n"
            "  flash              binary receive mode, driven by `ember flash` on the host\n"
            "  help               this text\n";
 }

@@ -11,6 +11,7 @@
 //   finetune [--steps N] [--lr LR] [--rank R] [--alpha A] [--batch B] [--seq T] [--seed S]
 //            [--eval-every K] [--name NAME] [--resume NAME] [--skip-unknown] FILE
 //   adapter NAME | adapter off
+//   attn [--layer L] [--head H] [--top K] [--] TEXT   (TEXT as gen's, not empty)
 #pragma once
 
 #include <cstdint>
@@ -22,7 +23,7 @@ namespace ember::fw {
 
 constexpr int kMaxGenTokens = 1 << 20;
 
-enum class CommandKind { Empty, Help, Gen, Set, Info, Models, Load, Eval, Flash, Finetune, Adapter };
+enum class CommandKind { Empty, Help, Gen, Set, Info, Models, Load, Eval, Flash, Finetune, Adapter, Attn };
 
 // `finetune`'s options, as `ember finetune` takes them. Unset = the run's default (or, with
 // resume, the adapter's own setting; giving one then is refused by the console).
@@ -52,6 +53,13 @@ struct SettingsDelta {
     std::optional<bool> echo;
 };
 
+// `attn`'s options, as `ember attn` takes them.
+struct AttnRequest {
+    int layer = 0;   // 0 .. 2^16
+    int head = -1;   // 0 .. 2^16; -1 = every head
+    int top = 3;     // 1 .. 2^16
+};
+
 struct Command {
     CommandKind kind = CommandKind::Empty;
     SettingsDelta settings;  // gen, set
@@ -62,6 +70,7 @@ struct Command {
     FinetuneRequest finetune;  // finetune (file: the text)
     // adapter: name is the adapter (DIR/NAME.emba), or empty with adapter_off
     bool adapter_off = false;
+    AttnRequest attn;  // attn (text: the prompt, unescaped)
 };
 
 struct ParseResult {

@@ -132,6 +132,10 @@ const float* CpuBackend::forward(const int* ids, int T, int pos0, int row0, int 
         kernels::layernorm(x, T, C, L.ln_1_w, L.ln_1_b, c.ln_eps, xn);
         kernels::linear(xn, T, L.qkv, L.qkv_b, qkv, scratch, pool_);
         add_lora(l, LoraTarget::Qkv, xn, T, qkv);
+        if (l == tap_layer_) {
+            if (T > tap_rows_) fail("cpu: the qkv tap of layer ", l, " holds ", tap_rows_, " rows, the forward has ", T);
+            std::memcpy(tap_dst_, qkv, static_cast<size_t>(T) * 3 * C * sizeof(float));
+        }
         kernels::AttentionShape as;
         as.T = T;
         as.n_head = c.n_head;
@@ -180,6 +184,14 @@ const float* CpuBackend::forward(const int* ids, int T, int pos0, int row0, int 
         kernels::linear(xn, 1, w.lm_head, w.lm_head_b, logits, scratch, pool_);
     }
     return logits;
+}
+
+void CpuBackend::set_qkv_tap(int layer, float* dst, int max_rows) {
+    if (layer >= model_.config().n_layer || (layer >= 0 && (!dst || max_rows < 1)))
+        fail("cpu: qkv tap for layer ", layer, " (n_layer ", model_.config().n_layer, ") with ", max_rows, " rows");
+    tap_layer_ = layer < 0 ? -1 : layer;
+    tap_dst_ = dst;
+    tap_rows_ = max_rows;
 }
 
 void CpuBackend::add_lora(int layer, LoraTarget t, const float* x, int T, float* y) {

@@ -71,6 +71,11 @@ public:
     int threads() const override { return pool_.size(); }
     size_t arena_bytes() const override { return plan_.total; }
     const MemoryPlan& plan() const { return plan_; }
+    // The attention probe's tap (runtime/attention_probe.h): while layer >= 0, forward() copies
+    // that layer's fused qkv rows [T, 3C] (q | k | v, heads in order; LoRA included; before
+    // attention) to dst, which holds max_rows * 3C floats; a forward of more rows throws
+    // ember::Error. layer -1 (the default) = off: the normal path pays one compare per layer.
+    void set_qkv_tap(int layer, float* dst, int max_rows);
 
 private:
     // y [T, out] += adapter's scale * B (A x) for target t of layer l (no-op without adapter).
@@ -84,6 +89,9 @@ private:
     kernels::ThreadPool pool_;
     uint8_t* arena_ = nullptr;
     bool owns_arena_ = false;
+    int tap_layer_ = -1;          // set_qkv_tap
+    float* tap_dst_ = nullptr;    // [tap_rows_, 3C]
+    int tap_rows_ = 0;
 };
 
 }  // namespace ember

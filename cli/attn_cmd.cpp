@@ -1,0 +1,91 @@
+#include "cli/attn_cmd.h"
+
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "cli/attn_png.h"
+#include "runtime/adapter.h"
+#include "runtime/attention_probe.h"
+#include "runtime/error.h"
+#include "runtime/tokenizer.h"
+
+namespace ember::cli {
+
+CLI::App* add_attn_command(CLI::App& app, AttnArgs& a) {
+    auto* c = app.add_subcommand("attn", "softmax attention weights of a layer's heads for a prompt (text, --json, --png)");
+    c->add_option("-m,--model", a.model, ".ember file")->required();
+    c->add_option("-p,--prompt", a.prompt, "prompt text, at most block_size tokens")->required();
+    c->add_option("--layer", a.layer, "layer, from 0")->capture_default_str()->check(CLI::NonNegativeNumber);
+    c->add_option("--head", a.head, "head, from 0 (default: every head of the layer)")->check(CLI::NonNegativeNumber);
+    c->add_option("--top", a.top, "text: the strongest keys shown per query")->capture_default_str()->check(CLI::Range(1, 1 << 20));
+    c->add_flag("--json", a.json, "print the T x T weights as JSON instead of the text");
+    c->add_option("--png", a.png, "write a heatmap to FILE (every head in a grid without --head)")->type_name("FILE");
+    c->add_option("--threads", a.threads, "0 = all cores")->capture_default_str()->check(CLI::Range(0, 256));
+    c->add_option("--adapter", a.adapter, "LoRA adapter file (ember finetune), applied unmerged");
+    c->add_flag_callback("--no-mmap", [&a] { a.load.mmap = false; }, "read the model into anonymous memory instead of mapping the file");
+    c->add_flag("--mlock", a.load.mlock, "lock the model's memory");
+    return c;
+}
+
+namespace {
+
+std::vector<std::vector<float>> matrix(const AttentionWeights& w, int h) {
+    std::vector<std::vector<float>> m(static_cast<size_t>(w.T));
+    for (int t = 0; t < w.T; ++t) m[t].assign(w.head(h) + static_cast<size_t>(t) * w.T, w.head(h) + static_cast<size_t>(t + 1) * w.T);
+    return m;
+}
+
+}  // namespace
+
+int cmd_attn(const AttnArgs& a) {
+    auto model = Model::open(a.model, a.load);
+    const ModelConfig& c = model->config();
+    if (a.head >= c.n_head) fail("attn: head ", a.head, " is outside [0, ", c.n_head, ") (n_head ", c.n_head, ")");
+    const auto tok = make_tokenizer(*model);
+    const std::vector<int> ids = tok->encode(a.prompt, "prompt");
+    SessionOptions so;
+    so.threads = a.threads;
+    const auto adapter = a.adapter.empty() ? nullptr : LoraAdapter::load(a.adapter, *model);
+    so.adapter = adapter.get();
+    const AttentionWeights w = attention_weights(*model, ids, a.layer, so);
+
+    std::vector<std::string> labels;
+    for (int id : ids) labels.push_back(token_label(*tok, id));
+    std::vector<int> heads;
+    for (int h = 0; h < c.n_head; ++h)
+        if (a.head < 0 || h == a.head) heads.push_back(h);
+
+    if (!a.png.empty()) {
+        write_attention_png(a.png, w, heads, labels);
+        std::fprintf(stderr, "wrote %s\n", a.png.c_str());
+    }
+    if (a.json) {
+        nlohmann::json j;
+        j["layer"] = w.layer;
+        j["ids"] = ids;
+        nlohmann::json tokens = nlohmann::json::array();
+        for (int id : ids) tokens.push_back(std::string(tok->token_bytes(id)));
+        j["tokens"] = tokens;
+        if (a.head >= 0) {
+            j["head"] = a.head;
+            j["weights"] = matrix(w, a.head);
+        } else {
+            j["heads"] = nlohmann::json::array();
+            for (int h : heads) j["heads"].push_back({{"head", h}, {"weights", matrix(w, h)}});
+        }
+        const std::string s = j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+        std::fwrite(s.data(), 1, s.size(), stdout);
+        std::fputc('\n', stdout);
+        return 0;
+    }
+    for (size_t i = 0; i < heads.size(); ++i) {
+        const std::string s = (i ? "\n" : "") + attention_text(w, labels, heads[i], a.top);
+        std::fwrite(s.data(), 1, s.size(), stdout);
+    }
+    return 0;
+}
+
+}  // namespace ember::cli

@@ -1,0 +1,23 @@
+// `ember attn --png`: attention weights as a heatmap picture. One panel per head, titled
+// "layer L head H"; cell (t, j) is query t's weight on key j, white (0) to dark blue (1),
+// linear; the masked cells above the diagonal are light grey. The tokens label the rows
+// (queries, left) and the columns (keys, top, read upwards), every one while a cell is at
+// least as tall as the font (13 px), else every k-th. Several heads form a grid of
+// ceil(sqrt(H)) columns. Glyphs: libgd's built-in 6x13 bitmap font (gdFontGetSmall, from
+// X11's misc-fixed); characters outside printable ASCII are drawn as '?'. Encoding: libpng's
+// simplified API (png_image_write_to_file), 8-bit RGB.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "runtime/attention_probe.h"
+
+namespace ember::cli {
+
+// heads: indices into w (each in [0, n_head)); labels [T] (token_label). Throws ember::Error
+// naming the path when the file cannot be written (libpng's message).
+void write_attention_png(const std::string& path, const AttentionWeights& w, const std::vector<int>& heads,
+                         const std::vector<std::string>& labels);
+
+}  // namespace ember::cli
