@@ -1,7 +1,7 @@
 #include "cli/attn_png.h"
 
+#include <dlfcn.h>
 #include <gd.h>
-#include <gdfonts.h>
 #include <png.h>
 
 #include <algorithm>
@@ -54,6 +54,20 @@ private:
     int w_, h_;
     std::vector<uint8_t> px_;
 };
+
+// gd's 6x13 font (gdFontGetSmall). libgd is opened here, at the first --png, not linked: it
+// pulls in about 50 libraries (X11, image codecs) that every other `ember` command would load
+// at start-up otherwise. Never closed: the font's data is used until the process ends.
+const gdFont& small_font() {
+    void* lib = dlopen("libgd.so.3", RTLD_NOW | RTLD_LOCAL);
+    if (!lib) fail("attention png: the labels are drawn with libgd's built-in font, and libgd.so.3 cannot be loaded (", dlerror(),
+                   "); install libgd3 (Debian: apt-get install libgd3)");
+    using GetFont = gdFontPtr (*)();
+    auto get = reinterpret_cast<GetFont>(dlsym(lib, "gdFontGetSmall"));
+    const gdFont* f = get ? get() : nullptr;
+    if (!f || !f->data || f->w <= 0 || f->h <= 0) fail("attention png: libgd.so.3 has no usable gdFontGetSmall");
+    return *f;
+}
 
 // The label's characters as glyph bytes: printable ASCII as it is, anything else '?'; cut.
 std::string glyphs(const std::string& label) {
@@ -122,7 +136,7 @@ void write_attention_png(const std::string& path, const AttentionWeights& w, con
     if (heads.empty()) fail("attention png: no head to draw");
     for (int h : heads)
         if (h < 0 || h >= w.n_head) fail("attention png: head ", h, " is outside [0, ", w.n_head, ")");
-    const gdFont& f = *gdFontGetSmall();
+    const gdFont& f = small_font();
     int label_chars = 1;
     for (const std::string& s : labels) label_chars = std::max(label_chars, static_cast<int>(glyphs(s).size()));
     const Layout l = layout(f, w.T, label_chars);

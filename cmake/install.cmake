@@ -110,6 +110,8 @@ set(CPACK_DEBIAN_PACKAGE_SECTION science)
 set(CPACK_DEB_COMPONENT_INSTALL ON)
 set(CPACK_DEBIAN_EMBER_PACKAGE_NAME ember)
 set(CPACK_DEBIAN_EMBER_PACKAGE_SHLIBDEPS ON)
+# `ember attn --png` opens libgd.so.3 with dlopen (its label font), which dpkg-shlibdeps cannot see.
+set(CPACK_DEBIAN_EMBER_PACKAGE_RECOMMENDS "libgd3")
 set(CPACK_COMPONENTS_ALL ember)
 if(TARGET ember-cuda)
   list(APPEND CPACK_COMPONENTS_ALL cuda)

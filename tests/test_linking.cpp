@@ -1,6 +1,6 @@
 // What the programs link: `ember` and `ember-console` carry no CUDA library among their NEEDED
 // entries (the CUDA backend is the module libember-cuda.so, opened with dlopen only when asked
-// for), the module itself does (so the check below would see one), and a CPU run never maps
+// for; nor libgd, opened by `ember attn --png` only), the module itself does (so the check below would see one), and a CPU run never maps
 // cuBLAS. Without a GPU, --backend cuda is one clear line and auto runs on the CPU.
 #include <doctest/doctest.h>
 
@@ -96,6 +96,10 @@ TEST_CASE("linking: ember and ember-console have no CUDA library among their NEE
         CAPTURE(all);
         CHECK(has_prefix(libs, "libc.so"));  // the entries were parsed: the test cannot pass on nothing
         for (const char* cuda : kCudaLibs) CHECK_FALSE(has_prefix(libs, cuda));
+        // libgd (the label font of `ember attn --png`) is opened by --png only: linked, it would
+        // bring about 50 libraries (X11, image codecs) into every start of `ember`.
+        CHECK_FALSE(has_prefix(libs, "libgd"));
+        CHECK_FALSE(has_prefix(libs, "libX11"));
     }
 }
 
