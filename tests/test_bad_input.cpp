@@ -1,4 +1,4 @@
-// The rows of README's "Bad input" table that no other suite checks: each bad input gets an
+// The rows of the "Bad input" table (docs/bad-input.md) that no other suite checks: each bad input gets an
 // ember::Error (or, in the CLI, one `ember: error:` line and exit 1) whose text names the field
 // or the place. The .ember cases start from a good file and change one index field in place
 // (the index lies outside the data checksum, so only the field under test is wrong).
