@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <csignal>
+#include <cstdlib>
 #include <cstring>
 #include <chrono>
 #include <cstdio>
@@ -140,6 +141,17 @@ std::string hex64(uint64_t v) {
     return buf;
 }
 
+// The shortest decimal that reads back as the same float (1e-05f prints as 1e-05, not
+// 9.99999975e-06 as its double would).
+double shortest(float v) {
+    char buf[32];
+    for (int digits = 6; digits < 9; ++digits) {
+        std::snprintf(buf, sizeof buf, "%.*g", digits, static_cast<double>(v));
+        if (std::strtof(buf, nullptr) == v) return std::strtod(buf, nullptr);
+    }
+    return v;
+}
+
 // `ember info --json`: the facts `ember info` prints, as one object.
 nlohmann::json info_json(const Model& model, const std::string& model_path, int threads, const MemoryPlan& gen, const MemoryPlan& ev) {
     const ModelConfig& c = model.config();
@@ -152,7 +164,7 @@ nlohmann::json info_json(const Model& model, const std::string& model_path, int 
     j["activation"] = activation_name(c.activation);
     j["tied_lm_head"] = c.tied_lm_head;
     j["config"] = {{"n_layer", c.n_layer}, {"n_head", c.n_head}, {"n_embd", c.n_embd}, {"head_size", c.head_size()},
-                   {"block_size", c.block_size}, {"vocab_size", c.vocab_size}, {"ffn_hidden", c.ffn_hidden}, {"ln_eps", c.ln_eps}};
+                   {"block_size", c.block_size}, {"vocab_size", c.vocab_size}, {"ffn_hidden", c.ffn_hidden}, {"ln_eps", shortest(c.ln_eps)}};
     j["attention_scale"] = attn_scale_text(c);
     if (const BpeData* bpe = model.bpe()) {
         j["tokenizer"] = {{"kind", "bpe"}, {"tokens", bpe->size()}, {"merges", bpe->merges.size()}, {"tokenizer_size", c.tokenizer_size}};

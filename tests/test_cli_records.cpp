@@ -58,6 +58,7 @@ TEST_CASE("ember info --json holds the facts the text prints") {
     CHECK(j["config"]["n_head"] == 4);
     CHECK(j["config"]["n_embd"] == 32);
     CHECK(j["config"]["head_size"] == 8);
+    CHECK(j["config"]["ln_eps"].get<double>() == 1e-5);  // the float, printed as its shortest decimal
     CHECK(j["architecture"] == "gptpy");
     CHECK(j["checksum"]["ok"] == true);
     CHECK(text.out.find(j["checksum"]["xxh64"].get<std::string>()) != std::string::npos);
