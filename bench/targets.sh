@@ -36,7 +36,7 @@ if [[ ! -f $gpt2 ]]; then
   [[ -f bench/out/gpt2-124m/model.safetensors ]] || /usr/bin/python3 tools/make_gpt2_bench_model.py -o bench/out/gpt2-124m
   build/cli/ember convert bench/out/gpt2-124m/model.safetensors --tokenizer tests/fixtures/gpt2/tokenizer --dtype int8 -o $gpt2 > /dev/null
 fi
-[[ -x bench/out/membw ]] || g++ -O3 -march=native -pthread bench/membw.cpp -o bench/out/membw
+g++ -O3 -march=native -pthread bench/membw.cpp -o bench/out/membw
 out=bench/out/targets.jsonl
 : > $out
 membw() { for mib in 12 1024; do bench/out/membw $mib | sed "s/^{/{\"kind\":\"membw\",\"when\":\"$1\",/" >> $out; done; }

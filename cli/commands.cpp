@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <csignal>
+#include <cstdlib>
 #include <cstring>
 #include <chrono>
 #include <cstdio>
@@ -37,6 +38,14 @@ double median(std::vector<double> v) {
     std::sort(v.begin(), v.end());
     const size_t n = v.size();
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+// min, median and max of `ember bench`'s runs (tokens/s); v is not empty.
+struct RunStats {
+    double min = 0, median = 0, max = 0;
+};
+RunStats run_stats(const std::vector<double>& v) {
+    return {*std::min_element(v.begin(), v.end()), median(v), *std::max_element(v.begin(), v.end())};
 }
 
 // `ember bench`'s line on how the weights are held (--no-mmap, --mlock).
@@ -124,9 +133,78 @@ int cmd_convert(convert::ConvertOptions opts) {
     return 0;
 }
 
-int cmd_info(const std::string& model_path, int threads_requested) {
+namespace {
+
+std::string hex64(uint64_t v) {
+    char buf[17];
+    std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
+    return buf;
+}
+
+// The shortest decimal that reads back as the same float (1e-05f prints as 1e-05, not
+// 9.99999975e-06 as its double would).
+double shortest(float v) {
+    char buf[32];
+    for (int digits = 6; digits < 9; ++digits) {
+        std::snprintf(buf, sizeof buf, "%.*g", digits, static_cast<double>(v));
+        if (std::strtof(buf, nullptr) == v) return std::strtod(buf, nullptr);
+    }
+    return v;
+}
+
+// `ember info --json`: the facts `ember info` prints, as one object.
+nlohmann::json info_json(const Model& model, const std::string& model_path, int threads, const MemoryPlan& gen, const MemoryPlan& ev) {
+    const ModelConfig& c = model.config();
+    nlohmann::json j;
+    j["file"] = model_path;
+    j["file_bytes"] = model.file_bytes();
+    j["format_version"] = model.format_version();
+    j["checksum"] = {{"xxh64", hex64(model.checksum())}, {"ok", model.checksum_ok()}};
+    j["architecture"] = arch_name(c.arch);
+    j["activation"] = activation_name(c.activation);
+    j["tied_lm_head"] = c.tied_lm_head;
+    j["config"] = {{"n_layer", c.n_layer}, {"n_head", c.n_head}, {"n_embd", c.n_embd}, {"head_size", c.head_size()},
+                   {"block_size", c.block_size}, {"vocab_size", c.vocab_size}, {"ffn_hidden", c.ffn_hidden}, {"ln_eps", shortest(c.ln_eps)}};
+    j["attention_scale"] = attn_scale_text(c);
+    if (const BpeData* bpe = model.bpe()) {
+        j["tokenizer"] = {{"kind", "bpe"}, {"tokens", bpe->size()}, {"merges", bpe->merges.size()}, {"tokenizer_size", c.tokenizer_size}};
+    } else {
+        std::string chars;  // the vocabulary as UTF-8, in id order
+        for (uint32_t cp : model.code_points()) {
+            char buf[4];
+            chars.append(buf, utf8_encode(cp, buf));
+        }
+        j["tokenizer"] = {{"kind", "char"}, {"tokens", model.code_points().size()}, {"characters", chars}};
+    }
+    j["source"] = model.provenance();
+    nlohmann::json tensors = nlohmann::json::array();
+    for (const auto& t : model.tensors()) {
+        tensors.push_back({{"name", t.name}, {"shape", t.shape}, {"dtype", t.dtype}, {"group_size", t.group_size}, {"bytes", t.bytes}});
+    }
+    j["tensors"] = std::move(tensors);
+    j["weight_bytes"] = model.weight_bytes();
+    j["arena"] = {{"threads", threads}, {"generate_bytes", gen.total}, {"eval_bytes", ev.total}};
+    return j;
+}
+
+}  // namespace
+
+int cmd_info(const std::string& model_path, int threads_requested, bool json) {
     auto model = Model::open(model_path, /*require_checksum=*/false);
     const ModelConfig& c = model->config();
+    if (json) {
+        const int threads = resolve_threads(threads_requested);
+        // dump's replace handler: a provenance or path that is not UTF-8 is printed with U+FFFD, not thrown on.
+        std::printf("%s\n", info_json(*model, model_path, threads, plan_memory(*model, threads, false), plan_memory(*model, threads, true))
+                                .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)
+                                .c_str());
+        if (!model->checksum_ok()) {
+            std::fflush(stdout);
+            std::fprintf(stderr, "ember: error: %s: checksum mismatch over the data section (file corrupted)\n", printable(model_path, 200).c_str());
+            return 1;
+        }
+        return 0;
+    }
     std::printf("file: %s (%zu bytes)\n", model_path.c_str(), model->file_bytes());
     std::printf("checksum: %s (xxh64 %016llx over the data section)\n", model->checksum_ok() ? "ok" : "MISMATCH: the file is corrupted",
                 static_cast<unsigned long long>(model->checksum()));
@@ -288,7 +366,8 @@ int cmd_bench(const BenchArgs& a) {
         }
         if (r > 0) decode.push_back(steps / seconds_since(t0));  // run 0 warms up
     }
-    const double p = median(prefill), d = median(decode);
+    const RunStats ps = run_stats(prefill), ds = run_stats(decode);
+    const double p = ps.median, d = ds.median;
     const int threads = backend.threads();
     CudaDeviceInfo dev;
     double share = 0.0;  // weight bytes per token / time per token / peak bandwidth
@@ -302,8 +381,9 @@ int cmd_bench(const BenchArgs& a) {
                                 kernels::linear_kernel_name(kernels::WType::I8) + ", attention/layernorm/activation: " +
                                 kernels::ops_kernel_name();
     if (a.json) {
-        nlohmann::json j{{"engine", "ember"}, {"backend", backend.name()}, {"threads", threads}, {"prefill_tok_s", p},
-                         {"decode_tok_s", d}, {"prefill_tokens", n_prefill}, {"prefill_logits", gpu ? "last" : a.prefill_logits}, {"decode_tokens", steps}, {"block_size", c.block_size}, {"weight_bytes", model->weight_bytes()},
+        nlohmann::json j{{"engine", "ember"}, {"backend", backend.name()}, {"threads", threads}, {"runs", a.runs},
+                         {"prefill_tok_s", p}, {"prefill_tok_s_min", ps.min}, {"prefill_tok_s_max", ps.max},
+                         {"decode_tok_s", d}, {"decode_tok_s_min", ds.min}, {"decode_tok_s_max", ds.max}, {"prefill_tokens", n_prefill}, {"prefill_logits", gpu ? "last" : a.prefill_logits}, {"decode_tokens", steps}, {"block_size", c.block_size}, {"weight_bytes", model->weight_bytes()},
                          {"mmap", a.load.mmap}, {"mlock", a.load.mlock}, {"mlocked", model->locked()}, {"huge_page_bytes", model->huge_page_bytes()}};
         if (!gpu) j["kernels"] = kernels;
         j["kv_cache"] = gpu ? "f16" : kernels::kv_dtype_name(so.kv_cache);  // the CUDA backend's is always fp16
@@ -326,8 +406,9 @@ int cmd_bench(const BenchArgs& a) {
         }
         if (!backend.describe().empty()) std::printf("%s\n", backend.describe().c_str());
         std::printf("weights: %s\n", weights_held(*model, a.load).c_str());
-        std::printf("prefill: %.0f tokens/s (window of %d, median of %d)\n", p, n_prefill, a.runs);
-        std::printf("decode:  %.0f tokens/s (%d tokens within block_size, median of %d)\n", d, steps, a.runs);
+        std::printf("prefill: %.0f tokens/s (window of %d; median of %d runs, min %.0f, max %.0f)\n", p, n_prefill, a.runs, ps.min, ps.max);
+        std::printf("decode:  %.0f tokens/s (%d tokens within block_size; median of %d runs, min %.0f, max %.0f)\n", d, steps, a.runs,
+                    ds.min, ds.max);
         if (gpu) {
             std::printf("decode bandwidth: %.1f%% of peak (%zu weight bytes per token x %.0f tokens/s / %.0f GB/s)\n", 100.0 * share,
                         model->weight_bytes(), d, dev.peak_bytes_per_s / 1e9);

@@ -15,7 +15,9 @@ namespace ember::cli {
 // SIGINT or SIGTERM while it runs removes the temporary OUT.tmp-PID, then kills the process
 // with that signal (exit status 128 + signal in a shell).
 int cmd_convert(convert::ConvertOptions opts);
-int cmd_info(const std::string& model_path, int threads = 0);  // threads: the arena's plan (0 = all cores)
+// threads: the arena's plan (0 = all cores). json: one JSON object on stdout (the same facts as the
+// text: file, checksum, config, tokenizer, tensors, memory); a checksum mismatch still exits 1.
+int cmd_info(const std::string& model_path, int threads = 0, bool json = false);
 
 struct GenerateArgs {
     std::string model;

@@ -1,8 +1,12 @@
 #include "cli/finetune_cmd.h"
 
+#include <cerrno>
 #include <cmath>
 #include <csignal>
 #include <cstdio>
+#include <cstring>
+#include <memory>
+#include <string>
 
 #include "converter/merge.h"
 #include "runtime/error.h"
@@ -32,6 +36,41 @@ int merge(const FinetuneArgs& a) {
                 r.tensors.empty() ? "?" : r.tensors.front().dtype.c_str());
     return 0;
 }
+
+// --log FILE: one CSV row per step, flushed at once (a killed run keeps its rows).
+class CsvLog {
+public:
+    CsvLog() = default;
+    explicit CsvLog(const std::string& path) : path_(printable(path, 200)) {
+        f_ = std::fopen(path.c_str(), "a");
+        if (!f_) fail("--log ", path_, ": cannot open for appending: ", std::strerror(errno));
+        std::fseek(f_, 0, SEEK_END);
+        if (std::ftell(f_) == 0) write_line("step,loss,val_loss,lr,tokens_per_s\n");
+    }
+    ~CsvLog() {
+        if (f_) std::fclose(f_);
+    }
+    CsvLog(const CsvLog&) = delete;
+    CsvLog& operator=(const CsvLog&) = delete;
+    // val_loss < 0: not evaluated at this step (an empty field); loss < 0 likewise.
+    void row(int64_t step, double loss, double val_loss, double lr, double tokens_per_s) {
+        if (!f_) return;
+        char buf[160];
+        std::string line = std::to_string(step) + ",";
+        if (loss >= 0 || !std::isfinite(loss)) line += (std::snprintf(buf, sizeof buf, "%.6g", loss), buf);
+        line += ",";
+        if (val_loss >= 0) line += (std::snprintf(buf, sizeof buf, "%.6g", val_loss), buf);
+        std::snprintf(buf, sizeof buf, ",%.6g,%.1f\n", lr, tokens_per_s);
+        write_line(line + buf);
+    }
+
+private:
+    void write_line(const std::string& line) {
+        if (std::fputs(line.c_str(), f_) < 0 || std::fflush(f_) != 0) fail("--log ", path_, ": cannot write: ", std::strerror(errno));
+    }
+    std::FILE* f_ = nullptr;
+    std::string path_;
+};
 
 }  // namespace
 
@@ -74,7 +113,11 @@ int cmd_finetune(const FinetuneArgs& a) {
         adapter->save(a.out);
         return 0;
     }
-    std::printf("step %lld: val loss %.4f%s\n", static_cast<long long>(first), run.validation_loss(), first ? " (resumed)" : " (before)");
+    std::unique_ptr<CsvLog> log;
+    if (!a.log.empty()) log = std::make_unique<CsvLog>(a.log);
+    const double val0 = run.validation_loss();
+    std::printf("step %lld: val loss %.4f%s\n", static_cast<long long>(first), val0, first ? " (resumed)" : " (before)");
+    if (log && first == 0) log->row(0, -1.0, val0, o.lr, 0.0);
     std::fflush(stdout);
     g_interrupted.store(false);
     auto previous = std::signal(SIGINT, on_sigint);
@@ -90,6 +133,7 @@ int cmd_finetune(const FinetuneArgs& a) {
                             std::isfinite(p.result.loss) ? p.result.grad_norm : p.result.loss);
             }
             if (p.val_loss >= 0) last_val = p.val_loss;
+            if (log) log->row(p.step, p.result.loss, p.val_loss, o.lr, p.tokens_per_s);
             if (p.val_loss >= 0 || p.step % a.log_every == 0 || p.step == first + 1) {
                 std::printf("step %lld/%lld  loss %.4f", static_cast<long long>(p.step), static_cast<long long>(p.steps), p.result.loss);
                 if (p.val_loss >= 0) std::printf("  val %.4f", p.val_loss);

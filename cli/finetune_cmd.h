@@ -17,6 +17,10 @@ struct FinetuneArgs {
     bool merge = false;
     bool skip_unknown = false;
     int log_every = 10;
+    // --log FILE: CSV, a row per step: step,loss,val_loss,lr,tokens_per_s (val_loss empty where
+    // not evaluated; the step-0 row holds the loss before training). Appended; the header is
+    // written when the file is new or empty, so a --resume run goes on in the same log.
+    std::string log;
     FinetuneOptions opts;
     bool settings_given = false;  // --rank/--alpha/--batch/--seq/--seed/--lr/... on the line
 };

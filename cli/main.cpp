@@ -59,6 +59,8 @@ int main(int argc, char** argv) {
     i->add_option("model", info_model, ".ember file")->required();
     int info_threads = 0;
     i->add_option("--threads", info_threads, "threads the arena is planned for (0 = all cores)")->capture_default_str()->check(CLI::Range(0, 256));
+    bool info_json = false;
+    i->add_flag("--json", info_json, "print one JSON object (the same facts)");
 
     cli::GenerateArgs gen;
     auto* g = app.add_subcommand("generate", "generate text, streamed to stdout");
@@ -104,6 +106,7 @@ int main(int argc, char** argv) {
     ftc->add_option("--threads", ft.opts.threads, "0 = all cores")->capture_default_str()->check(CLI::Range(0, kMaxThreads));
     ftc->add_flag("--skip-unknown", ft.skip_unknown, "drop (and count) characters outside a char model's vocabulary (a BPE model has none: no-op)");
     ftc->add_option("--log-every", ft.log_every, "progress line every N steps")->capture_default_str()->check(CLI::Range(1, 1 << 30));
+    ftc->add_option("--log", ft.log, "CSV log: step,loss,val_loss,lr,tokens_per_s, a row per step (appended)");
     ftc->add_flag("--merge", ft.merge, "fold --adapter into the weights, requantized to the base's dtype, written to -o");
     ftc->add_option("--adapter", ft.adapter, "with --merge: the adapter to fold in");
     std::vector<CLI::Option*> settings{
@@ -124,7 +127,7 @@ int main(int argc, char** argv) {
     auto* b = app.add_subcommand("bench", "prefill and decode tokens/s");
     b->add_option("-m,--model", be.model, ".ember file")->required();
     b->add_option("--threads", be.threads, "0 = all cores")->capture_default_str()->check(CLI::Range(0, kMaxThreads));
-    b->add_option("--runs", be.runs, "runs per figure (median)")->capture_default_str()->check(CLI::Range(1, 1000));
+    b->add_option("--runs", be.runs, "runs per figure (min, median, max; after one warm-up run)")->capture_default_str()->check(CLI::Range(1, 1000));
     b->add_option("-p,--prompt-tokens", be.prompt, "tokens to prefill (0 = block_size)")->capture_default_str()->check(CLI::NonNegativeNumber);
     b->add_option("-n,--tokens", be.tokens, "tokens to decode (0 = block_size - 1)")->capture_default_str()->check(CLI::NonNegativeNumber);
     b->add_flag("--json", be.json, "print one JSON line");
@@ -177,7 +180,7 @@ int main(int argc, char** argv) {
                 for (const std::string& r : renames) conv.overrides.renames.push_back(convert::parse_rename(r));
                 return cli::cmd_convert(conv);
             }
-            if (*i) return cli::cmd_info(info_model, info_threads);
+            if (*i) return cli::cmd_info(info_model, info_threads, info_json);
             if (*g) return cli::cmd_generate(gen);
             if (*e) return cli::cmd_eval(ev);
             if (*b) return cli::cmd_bench(be);

@@ -36,7 +36,7 @@ struct AttentionShape {
 // Plain reference, double accumulation. scores: [n_keys0 + T - 1] scratch.
 void attention_ref(const float* q, const float* k, const float* v, const AttentionShape& s, float* out);
 
-// Queries a prefill takes at once where the level has four-query loops (avx2).
+// Queries a prefill takes at once where the level has four-query loops (avx2, neon).
 constexpr int kAttentionQueryBlock = 4;
 
 // Fast: (t, h) pairs split across the pool; scores [pool.size(), max keys] caller-owned

@@ -20,6 +20,8 @@ OpKernels kernels_for(CpuLevel level) {
     if (level == CpuLevel::Neon || level == CpuLevel::Dotprod || level == CpuLevel::I8mm) {
         k = {scores_neon, weighted_sum_neon, scores_f16_neon, weighted_sum_f16_neon, round_f16_neon,
              softmax_neon, layernorm_row_neon, activation_neon, "neon"};
+        k.scores4 = scores4_neon, k.weighted_sum4 = weighted_sum4_neon;
+        k.scores4_f16 = scores4_f16_neon, k.weighted_sum4_f16 = weighted_sum4_f16_neon;
     }
 #endif
     return k;

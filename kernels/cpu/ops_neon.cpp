@@ -139,7 +139,99 @@ void weighted_sum_t(const float* w, const E* v, int ldv, int n_keys, float* o, i
     }
 }
 
+// Four queries x two keys per pass (8 accumulators), as ops_avx2.cpp's: each key's loads (and
+// f16 widening) serve four queries, each query's serve two keys; the keys past a pair, or a head
+// size that is not a multiple of 4, one dot at a time.
+template <typename E>
+void scores4_t(const float* q, int ldq, const E* k, int ldk, int n_keys, int n, float scale, float* scores, int lds) {
+    int j = 0;
+    if (n % 4 == 0) {
+        for (; j + 2 <= n_keys; j += 2) {
+            const E* k0 = k + static_cast<size_t>(j) * ldk;
+            float32x4_t a[4][2];
+            for (int i = 0; i < 4; ++i) a[i][0] = a[i][1] = vdupq_n_f32(0.0f);
+            for (int d = 0; d < n; d += 4) {
+                const float32x4_t kv0 = load4(k0 + d), kv1 = load4(k0 + ldk + d);
+                for (int i = 0; i < 4; ++i) {
+                    const float32x4_t vq = vld1q_f32(q + static_cast<size_t>(i) * ldq + d);
+                    a[i][0] = vfmaq_f32(a[i][0], vq, kv0);
+                    a[i][1] = vfmaq_f32(a[i][1], vq, kv1);
+                }
+            }
+            for (int i = 0; i < 4; i += 2) {  // lanes: q_i k_j, q_i k_j+1, q_i+1 k_j, q_i+1 k_j+1
+                const float32x4_t sum =
+                    vmulq_n_f32(vpaddq_f32(vpaddq_f32(a[i][0], a[i][1]), vpaddq_f32(a[i + 1][0], a[i + 1][1])), scale);
+                vst1_f32(scores + static_cast<size_t>(i) * lds + j, vget_low_f32(sum));
+                vst1_f32(scores + static_cast<size_t>(i + 1) * lds + j, vget_high_f32(sum));
+            }
+        }
+    }
+    for (; j < n_keys; ++j) {
+        for (int i = 0; i < 4; ++i)
+            scores[static_cast<size_t>(i) * lds + j] = dot_row(q + static_cast<size_t>(i) * ldq, k + static_cast<size_t>(j) * ldk, n) * scale;
+    }
+}
+
+// Four rows of weights, 16 columns of v per pass over the keys (16 accumulators of aarch64's 32
+// registers), then 4, then scalar.
+template <typename E>
+void weighted_sum4_t(const float* w, int ldw, const E* v, int ldv, int n_keys, float* o, int ldo, int n) {
+    int d = 0;
+    for (; d + 16 <= n; d += 16) {
+        float32x4_t a[4][4];
+        for (int i = 0; i < 4; ++i) a[i][0] = a[i][1] = a[i][2] = a[i][3] = vdupq_n_f32(0.0f);
+        const E* vj = v + d;
+        for (int j = 0; j < n_keys; ++j, vj += ldv) {
+            const float32x4_t v0 = load4(vj), v1 = load4(vj + 4), v2 = load4(vj + 8), v3 = load4(vj + 12);
+            for (int i = 0; i < 4; ++i) {
+                const float wj = w[static_cast<size_t>(i) * ldw + j];
+                a[i][0] = vfmaq_n_f32(a[i][0], v0, wj);
+                a[i][1] = vfmaq_n_f32(a[i][1], v1, wj);
+                a[i][2] = vfmaq_n_f32(a[i][2], v2, wj);
+                a[i][3] = vfmaq_n_f32(a[i][3], v3, wj);
+            }
+        }
+        for (int i = 0; i < 4; ++i) {
+            float* oi = o + static_cast<size_t>(i) * ldo + d;
+            vst1q_f32(oi, a[i][0]);
+            vst1q_f32(oi + 4, a[i][1]);
+            vst1q_f32(oi + 8, a[i][2]);
+            vst1q_f32(oi + 12, a[i][3]);
+        }
+    }
+    for (; d + 4 <= n; d += 4) {
+        float32x4_t a[4];
+        for (int i = 0; i < 4; ++i) a[i] = vdupq_n_f32(0.0f);
+        const E* vj = v + d;
+        for (int j = 0; j < n_keys; ++j, vj += ldv) {
+            const float32x4_t v0 = load4(vj);
+            for (int i = 0; i < 4; ++i) a[i] = vfmaq_n_f32(a[i], v0, w[static_cast<size_t>(i) * ldw + j]);
+        }
+        for (int i = 0; i < 4; ++i) vst1q_f32(o + static_cast<size_t>(i) * ldo + d, a[i]);
+    }
+    for (; d < n; ++d) {
+        for (int i = 0; i < 4; ++i) {
+            float acc = 0.0f;
+            for (int j = 0; j < n_keys; ++j) acc += w[static_cast<size_t>(i) * ldw + j] * load1(v + static_cast<size_t>(j) * ldv + d);
+            o[static_cast<size_t>(i) * ldo + d] = acc;
+        }
+    }
+}
+
 }  // namespace
+
+void scores4_neon(const float* q, int ldq, const float* k, int ldk, int n_keys, int n, float scale, float* scores, int lds) {
+    scores4_t(q, ldq, k, ldk, n_keys, n, scale, scores, lds);
+}
+void weighted_sum4_neon(const float* w, int ldw, const float* v, int ldv, int n_keys, float* o, int ldo, int n) {
+    weighted_sum4_t(w, ldw, v, ldv, n_keys, o, ldo, n);
+}
+void scores4_f16_neon(const float* q, int ldq, const uint16_t* k, int ldk, int n_keys, int n, float scale, float* scores, int lds) {
+    scores4_t(q, ldq, k, ldk, n_keys, n, scale, scores, lds);
+}
+void weighted_sum4_f16_neon(const float* w, int ldw, const uint16_t* v, int ldv, int n_keys, float* o, int ldo, int n) {
+    weighted_sum4_t(w, ldw, v, ldv, n_keys, o, ldo, n);
+}
 
 void scores_neon(const float* q, const float* k, int ldk, int n_keys, int n, float scale, float* scores) {
     scores_t(q, k, ldk, n_keys, n, scale, scores);

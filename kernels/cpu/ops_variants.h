@@ -92,6 +92,10 @@ void round_f16_neon(const float* x, uint16_t* y, int n);
 void softmax_neon(float* w, int n);
 void layernorm_row_neon(const float* x, int C, const float* weight, const float* bias, float eps, float* out);
 void activation_neon(ActivationKind kind, float* x, size_t n);
+void scores4_neon(const float* q, int ldq, const float* k, int ldk, int n_keys, int n, float scale, float* scores, int lds);
+void weighted_sum4_neon(const float* w, int ldw, const float* v, int ldv, int n_keys, float* o, int ldo, int n);
+void scores4_f16_neon(const float* q, int ldq, const uint16_t* k, int ldk, int n_keys, int n, float scale, float* scores, int lds);
+void weighted_sum4_f16_neon(const float* w, int ldw, const uint16_t* v, int ldv, int n_keys, float* o, int ldo, int n);
 #endif
 
 }  // namespace ember::kernels::ops_detail

@@ -1,0 +1,178 @@
+// What `ember` records for a person or a script: `info --json`, `bench --runs R` with min,
+// median and max, and `finetune --log FILE` (CSV).
+#include <doctest/doctest.h>
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "cli_util.h"
+#include "test_util.h"
+
+using ember::test::check_refused;
+using ember::test::ember_cli;
+using ember::test::fixture;
+using ember::test::q;
+using ember::test::Run;
+
+namespace {
+
+std::string convert_fixture(const ember::test::TempDir& dir) {
+    const std::string out = dir.file("m.ember");
+    const Run r = ember_cli("convert " + q(fixture("gptpy/model.pt")) + " --vocab-text " + q(fixture("gptpy/vocab.txt")) + " -o " + q(out), dir);
+    REQUIRE(r.status == 0);
+    return out;
+}
+
+std::vector<std::string> split(const std::string& s, char sep) {
+    std::vector<std::string> parts;
+    std::string part;
+    std::istringstream in(s);
+    while (std::getline(in, part, sep)) parts.push_back(part);
+    if (!s.empty() && s.back() == sep) parts.push_back("");
+    return parts;
+}
+
+// The number after `key` in text (e.g. "min "), or NaN.
+double number_after(const std::string& text, const std::string& key, size_t from = 0) {
+    const size_t at = text.find(key, from);
+    return at == std::string::npos ? std::nan("") : std::stod(text.substr(at + key.size()));
+}
+
+}  // namespace
+
+TEST_CASE("ember info --json holds the facts the text prints") {
+    ember::test::TempDir dir;
+    const std::string model = convert_fixture(dir);
+    const Run text = ember_cli("info " + q(model), dir);
+    const Run js = ember_cli("info --json " + q(model), dir);
+    REQUIRE(text.status == 0);
+    REQUIRE(js.status == 0);
+    const nlohmann::json j = nlohmann::json::parse(js.out);  // one object, nothing else on stdout
+    CHECK(j["config"]["n_layer"] == 2);
+    CHECK(j["config"]["n_head"] == 4);
+    CHECK(j["config"]["n_embd"] == 32);
+    CHECK(j["config"]["head_size"] == 8);
+    CHECK(j["config"]["ln_eps"].get<double>() == 1e-5);  // the float, printed as its shortest decimal
+    CHECK(j["architecture"] == "gptpy");
+    CHECK(j["checksum"]["ok"] == true);
+    CHECK(text.out.find(j["checksum"]["xxh64"].get<std::string>()) != std::string::npos);
+    CHECK(text.out.find("(" + std::to_string(j["file_bytes"].get<uint64_t>()) + " bytes)") != std::string::npos);
+    // The vocabulary is sorted(set(text)) of the training text, as gpt.py builds it.
+    const std::string vocab_text = ember::test::read_file(fixture("gptpy/vocab.txt"));
+    std::set<std::string> chars;  // UTF-8 sequences: their byte order is code point order
+    for (size_t i = 0; i < vocab_text.size();) {
+        const unsigned char lead = static_cast<unsigned char>(vocab_text[i]);
+        const size_t len = lead < 0x80 ? 1 : lead < 0xE0 ? 2 : lead < 0xF0 ? 3 : 4;
+        chars.insert(vocab_text.substr(i, len));
+        i += len;
+    }
+    std::string all;
+    for (const std::string& c : chars) all += c;
+    CHECK(j["tokenizer"]["kind"] == "char");
+    CHECK(j["tokenizer"]["characters"] == all);
+    CHECK(j["config"]["vocab_size"] == chars.size());
+    // Every tensor of the text table, with its bytes; the sum is the weights' total.
+    uint64_t bytes = 0;
+    for (const auto& t : j["tensors"]) {
+        CHECK(text.out.find(t["name"].get<std::string>()) != std::string::npos);
+        bytes += t["bytes"].get<uint64_t>();
+    }
+    CHECK(j["tensors"].size() >= 2 * 4u);
+    CHECK(text.out.find("weights: " + std::to_string(j["weight_bytes"].get<uint64_t>()) + " bytes") != std::string::npos);
+    CHECK(j["arena"]["generate_bytes"].get<uint64_t>() > 0);
+    CHECK(bytes <= j["file_bytes"].get<uint64_t>());
+
+    // A corrupted file: the object says so, and the exit status is 1 with one line on stderr.
+    std::string flipped = ember::test::read_file(model);
+    flipped[flipped.size() - 70] ^= 0x10;
+    ember::test::write_file(dir.file("flip.ember"), flipped);
+    const Run bad = ember_cli("info --json " + q(dir.file("flip.ember")), dir);
+    CHECK(bad.status == 1);
+    CHECK(nlohmann::json::parse(bad.out)["checksum"]["ok"] == false);
+    CHECK(bad.err.find("checksum mismatch") != std::string::npos);
+}
+
+TEST_CASE("ember bench --runs R prints min, median and max, in text and JSON") {
+    ember::test::TempDir dir;
+    const std::string model = convert_fixture(dir);
+    const Run js = ember_cli("bench -m " + q(model) + " -p 8 -n 6 --runs 3 --backend cpu --json", dir);
+    REQUIRE(js.status == 0);
+    const nlohmann::json j = nlohmann::json::parse(js.out);
+    CHECK(j["runs"] == 3);
+    CHECK(j["prefill_tokens"] == 8);
+    CHECK(j["decode_tokens"] == 6);
+    for (const char* f : {"prefill_tok_s", "decode_tok_s"}) {
+        CAPTURE(f);
+        const double lo = j[std::string(f) + "_min"], mid = j[f], hi = j[std::string(f) + "_max"];
+        CHECK(lo > 0);
+        CHECK(lo <= mid);
+        CHECK(mid <= hi);
+    }
+    const Run text = ember_cli("bench -m " + q(model) + " -p 8 -n 6 --runs 3 --backend cpu", dir);
+    REQUIRE(text.status == 0);
+    for (const char* line : {"prefill: ", "decode:  "}) {
+        CAPTURE(line);
+        const size_t at = text.out.find(line);
+        REQUIRE(at != std::string::npos);
+        const double mid = number_after(text.out, line), lo = number_after(text.out, "min ", at), hi = number_after(text.out, "max ", at);
+        CHECK(text.out.find("median of 3 runs", at) != std::string::npos);
+        CHECK(lo > 0);
+        CHECK(lo <= mid + 0.5);  // the text rounds to whole tokens/s
+        CHECK(mid <= hi + 0.5);
+    }
+    check_refused(ember_cli("bench -m " + q(model) + " --runs 0", dir), "--runs");
+}
+
+TEST_CASE("ember finetune --log FILE writes a CSV row per step, appended on --resume") {
+    ember::test::TempDir dir;
+    const std::string model = convert_fixture(dir), text = fixture("gptpy/eval.txt"), a = dir.file("a.emba"), log = dir.file("log.csv");
+    const std::string common = "finetune -m " + q(model) + " --text " + q(text) + " --threads 2 --log " + q(log);
+    const Run r = ember_cli(common + " --batch 2 --seq 16 --rank 4 --lr 0.01 --steps 6 --eval-every 3 -o " + q(a), dir);
+    CAPTURE(r.err);
+    REQUIRE(r.status == 0);
+    std::vector<std::string> lines = split(ember::test::read_file(log), '\n');
+    REQUIRE(lines.size() == 1 + 7 + 1);  // header, steps 0..6, the empty string after the last newline
+    CHECK(lines.front() == "step,loss,val_loss,lr,tokens_per_s");
+    CHECK(lines.back().empty());
+    for (int step = 0; step <= 6; ++step) {
+        CAPTURE(step);
+        const std::vector<std::string> f = split(lines[1 + step], ',');
+        REQUIRE(f.size() == 5);
+        CHECK(std::stoi(f[0]) == step);
+        CHECK(std::stod(f[3]) == doctest::Approx(0.01));
+        if (step == 0) {
+            // Before training: no step loss; the validation loss the console line shows.
+            CHECK(f[1].empty());
+            CHECK(std::stod(f[2]) == doctest::Approx(number_after(r.out, "step 0: val loss ")).epsilon(1e-4));
+            continue;
+        }
+        const double loss = std::stod(f[1]);
+        CHECK(std::isfinite(loss));
+        CHECK(loss > 0);
+        CHECK(std::stod(f[4]) > 0);
+        CHECK(f[2].empty() == (step % 3 != 0));  // validation at steps 3 and 6 only
+        // The row's loss is the one the progress line printed (to its 4 decimals).
+        const std::string shown = "step " + std::to_string(step) + "/6  loss ";
+        if (r.out.find(shown) != std::string::npos) CHECK(loss == doctest::Approx(number_after(r.out, shown)).epsilon(1e-4));
+        if (step % 3 == 0) CHECK(std::stod(f[2]) == doctest::Approx(number_after(r.out, "val ", r.out.find(shown))).epsilon(1e-4));
+    }
+    // --resume goes on in the same log: rows 7 and 8, no second header.
+    const Run again = ember_cli(common + " --resume " + q(a) + " --steps 8 -o " + q(a), dir);
+    REQUIRE(again.status == 0);
+    lines = split(ember::test::read_file(log), '\n');
+    REQUIRE(lines.size() == 1 + 9 + 1);
+    CHECK(std::count(lines.begin(), lines.end(), "step,loss,val_loss,lr,tokens_per_s") == 1);
+    CHECK(lines[8].rfind("7,", 0) == 0);
+    CHECK(lines[9].rfind("8,", 0) == 0);
+
+    check_refused(ember_cli(common.substr(0, common.find(" --log")) + " --log " + q(dir.file("no/such/dir/log.csv")) + " --steps 1 -o " +
+                                q(dir.file("b.emba")),
+                            dir),
+                  "--log");
+}
