@@ -53,6 +53,12 @@ std::string LineEditor::text() const {
     return s;
 }
 
+std::string LineEditor::shown() const {
+    std::string s;
+    for (const Cell& c : cells_) draw(c, s);
+    return s;
+}
+
 void LineEditor::draw(const Cell& c, std::string& screen) { screen += c.bad ? "\xEF\xBF\xBD" : c.bytes; }
 
 LineEditor::Event LineEditor::feed(char byte, bool echo, std::string& screen) {

@@ -50,6 +50,7 @@ public:
 
     // While a line is typed: its bytes and the cursor (in characters from the start).
     std::string text() const;
+    std::string shown() const;  // the line as drawn: each byte that is not valid UTF-8 as U+FFFD
     size_t cursor() const { return cur_; }
     size_t history_size() const { return history_.size(); }
 
