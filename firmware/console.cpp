@@ -120,6 +120,10 @@ int Console::run() {
             screen.clear();
             const LineEditor::Event ev = editor_.feed(inbox_[inbox_pos_++], echo_, screen);
             if (!screen.empty()) write(screen);
+            if (ev == LineEditor::Event::EndOfInput && opts_.ctrl_d_ends) {
+                write("\n");
+                break;
+            }
             on_editor_event(ev);
         }
         log_.log("the line closed: exiting");

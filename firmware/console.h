@@ -43,6 +43,7 @@ struct ConsoleOptions {
     bool fail_dir_fsync = false;      // test hook, see ReceiverOptions
     uint64_t flash_memory_limit = 0;  // see ReceiverOptions::memory_limit
     LoadOptions holding;           // --no-mmap, --mlock: how models are held (runtime/model.h)
+    bool ctrl_d_ends = false;      // Ctrl-D on an empty line ends the console (--stdio on a terminal)
     int log_fd = -1;               // events (firmware/event_log.h) go here too (ember-console: stderr); -1: none
     std::string log_file;          // --log FILE: events appended here; "": none
 };

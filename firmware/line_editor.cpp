@@ -118,7 +118,8 @@ LineEditor::Event LineEditor::on_control(unsigned char c, bool echo, std::string
         case 0x08:  // Backspace
             if (cur_ > 0) erase(cur_ - 1, cur_, echo, screen);
             break;
-        case 0x04:  // Ctrl-D: Delete
+        case 0x04:  // Ctrl-D: Delete; on an empty line, the end of input
+            if (cells_.empty()) return Event::EndOfInput;
             if (cur_ < cells_.size()) erase(cur_, cur_ + 1, echo, screen);
             break;
         case 0x01: move_to(0, echo, screen); break;              // Ctrl-A

@@ -7,7 +7,8 @@
 //   Home ESC[H ESC OH ESC[1~ ESC[7~, Ctrl-A;  End ESC[F ESC OF ESC[4~ ESC[8~, Ctrl-E
 //   Backspace 0x7f or 0x08;  Delete ESC[3~;  Up/Down ESC[A ESC[B (ESC OA ESC OB): history
 //   Ctrl-U deletes to the start, Ctrl-K to the end, Ctrl-W the word before the cursor
-//   Ctrl-B/Ctrl-F move left/right, Ctrl-C drops the line, CR or LF (CR LF once) ends it.
+//   Ctrl-B/Ctrl-F move left/right, Ctrl-D deletes under the cursor (on an empty line: end of
+//   input), Ctrl-P/Ctrl-N are Up/Down, Ctrl-C drops the line, CR or LF (CR LF once) ends it.
 // Any other escape sequence (CSI with any parameters, SS3, ESC + one byte) and any other
 // control byte is ignored; a tab is a space. Sequences follow ECMA-48 (5th ed., 5.4): CSI =
 // ESC [ parameters 0x30-0x3F, intermediates 0x20-0x2F, final 0x40-0x7E.
@@ -33,6 +34,7 @@ public:
         None,       // the byte was taken (maybe drawn); the line goes on
         Line,       // Enter: line() holds the line (overflow() says if it was too long)
         Interrupt,  // Ctrl-C: the line was dropped
+        EndOfInput, // Ctrl-D on an empty line (a terminal's end of input)
     };
 
     // max_bytes: a longer line is refused whole (overflow()); history: lines kept for Up/Down.

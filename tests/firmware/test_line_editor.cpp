@@ -62,6 +62,12 @@ TEST_CASE("line editor: left, right, Home, End in every common encoding, Backspa
     CHECK(line_of("abc\x01" + kDel) == "bc");
     CHECK(line_of("abc" + kDel) == "abc");  // at the end: nothing
     CHECK(line_of("abc\x01\x04") == "bc");  // Ctrl-D deletes under the cursor
+    {
+        LineEditor ed(kMaxLine);
+        std::string screen;
+        CHECK(ed.feed('\x04', false, screen) == LineEditor::Event::EndOfInput);  // on an empty line: the end
+        CHECK(lines_of(ed, "a\x04\r") == std::vector<std::string>{"a"});
+    }
     CHECK(line_of("ac\x02" "b\x06" "d") == "abcd");  // Ctrl-B, Ctrl-F
     CHECK(line_of("a\tb") == "a b");
 }
