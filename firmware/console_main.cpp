@@ -24,22 +24,32 @@ using namespace ember;
 
 namespace {
 
-// The terminal settings to restore. A signal handler takes no argument, so this one piece of
-// state is the program's own (set once before the handlers are installed, then only read).
-struct SavedTerminal {
+// What a signal must undo: the terminal's settings, the port's UUCP lock file. A signal
+// handler takes no argument, so this one piece of state is the program's own (written before
+// the handlers are installed, then only read).
+struct Undo {
     int fd = -1;
     termios settings{};
+    char lock_file[512] = {};
 };
-SavedTerminal g_terminal;
+Undo g_undo;
 
 void restore_terminal() {
-    if (g_terminal.fd >= 0) ::tcsetattr(g_terminal.fd, TCSANOW, &g_terminal.settings);
+    if (g_undo.fd >= 0) ::tcsetattr(g_undo.fd, TCSANOW, &g_undo.settings);
 }
 
-void restore_and_die(int sig) {  // async-signal-safe: tcsetattr, signal, raise
+void undo_and_die(int sig) {  // async-signal-safe: tcsetattr, unlink, signal, raise
     restore_terminal();
+    if (g_undo.lock_file[0]) ::unlink(g_undo.lock_file);
     ::signal(sig, SIG_DFL);
     ::raise(sig);
+}
+
+void on_fatal_signals() {
+    struct sigaction sa{};
+    sa.sa_handler = undo_and_die;
+    sigemptyset(&sa.sa_mask);
+    for (int sig : {SIGTERM, SIGHUP, SIGINT, SIGQUIT}) ::sigaction(sig, &sa, nullptr);
 }
 
 // Raw input on the terminal at fd (no echo, no line editing, no signal keys; the console
@@ -47,16 +57,13 @@ void restore_and_die(int sig) {  // async-signal-safe: tcsetattr, signal, raise
 void make_raw(int fd) {
     termios t{};
     if (::tcgetattr(fd, &t) != 0) fail("stdin: tcgetattr: ", std::strerror(errno));
-    g_terminal.settings = t;
-    g_terminal.fd = fd;
+    g_undo.settings = t;
+    g_undo.fd = fd;
     ::cfmakeraw(&t);
     t.c_oflag |= OPOST | ONLCR;
     t.c_cc[VMIN] = 1;
     t.c_cc[VTIME] = 0;
-    struct sigaction sa{};
-    sa.sa_handler = restore_and_die;
-    sigemptyset(&sa.sa_mask);
-    for (int sig : {SIGTERM, SIGHUP, SIGINT, SIGQUIT}) ::sigaction(sig, &sa, nullptr);
+    on_fatal_signals();
     std::atexit(restore_terminal);
     if (::tcsetattr(fd, TCSAFLUSH, &t) != 0) fail("stdin: tcsetattr: ", std::strerror(errno));
 }
@@ -124,6 +131,9 @@ int main(int argc, char** argv) {
         if (!use_stdio) {
             sp = std::make_unique<fw::SerialPort>(port, baud, rtscts);  // locked: refused at once when in use
             in = out = sp->fd();
+            const std::string& lf = sp->lock_file();  // systemctl stop (SIGTERM) removes it too
+            if (lf.size() < sizeof g_undo.lock_file) std::memcpy(g_undo.lock_file, lf.c_str(), lf.size() + 1);
+            on_fatal_signals();
         } else if (::isatty(0)) {
             make_raw(0);
             o.echo = true;  // the terminal no longer echoes: the console's editor does

@@ -23,6 +23,7 @@ public:
     SerialPort(const SerialPort&) = delete;
     SerialPort& operator=(const SerialPort&) = delete;
     int fd() const { return fd_; }
+    const std::string& lock_file() const { return lock_->lock_file(); }  // the UUCP lock file, "" for none
 
 private:
     int fd_ = -1;
