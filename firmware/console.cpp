@@ -128,7 +128,8 @@ int Console::run() {
         }
         log_.log("the line closed: exiting");
         return 0;
-    } catch (const Error&) {
+    } catch (const Error& e) {
+        log_.log(std::string("the line failed: exiting (") + e.what() + ")");
         return 0;  // a write to the line failed: it is gone
     }
 }

@@ -262,7 +262,7 @@ TEST_CASE("console: echo shows whole characters, backspace removes one") {
     CHECK(c.wait_for("OK gen 1 tokens") != std::string::npos);
 }
 
-TEST_CASE("console: arrow keys and other escape sequences edit the line, never an ERR; what is shown is what runs") {
+TEST_CASE("console: arrow keys and other escape sequences edit the line, never an ERR, what is shown is what runs") {
     TempDir dir;
     ConsoleOptions o = opts_for(dir);
     o.echo = true;

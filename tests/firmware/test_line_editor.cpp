@@ -102,7 +102,7 @@ TEST_CASE("line editor: unknown escape sequences and control bytes are ignored, 
     CHECK(lines_of(ed, "D\r") == std::vector<std::string>{"D"});
 }
 
-TEST_CASE("line editor: Enter is CR, LF or CR LF; Ctrl-C drops the line") {
+TEST_CASE("line editor: Enter is CR, LF or CR LF, Ctrl-C drops the line") {
     LineEditor ed(kMaxLine);
     CHECK(lines_of(ed, "a\r\nb\nc\r\rd\n\n") == std::vector<std::string>{"a", "b", "c", "", "d", ""});
     std::string screen;
@@ -111,7 +111,7 @@ TEST_CASE("line editor: Enter is CR, LF or CR LF; Ctrl-C drops the line") {
     CHECK(lines_of(ed, "x\r") == std::vector<std::string>{"x"});
 }
 
-TEST_CASE("line editor: the cursor moves by whole UTF-8 characters; bad bytes are kept and reported") {
+TEST_CASE("line editor: the cursor moves by whole UTF-8 characters, bad bytes are kept and reported") {
     CHECK(line_of("caf\xc3\xa9" + kLeft + "X") == "cafX\xc3\xa9");
     CHECK(line_of("\xe2\x82\xac\xf0\x9f\x98\x80" + kLeft + kLeft + "a") == "a\xe2\x82\xac\xf0\x9f\x98\x80");
     CHECK(line_of("x\xf0\x9f\x98\x80\x7f") == "x");  // one Backspace, one character of 4 bytes
@@ -147,7 +147,7 @@ TEST_CASE("line editor: what it draws, byte for byte") {
     CHECK(drawn(ed, "\xff") == "\xEF\xBF\xBD");   // a bad byte is drawn as U+FFFD
 }
 
-TEST_CASE("line editor: up and down walk a history of the last 50 lines; the line being typed is kept") {
+TEST_CASE("line editor: up and down walk a history of the last 50 lines, the line being typed is kept") {
     LineEditor ed(kMaxLine);
     lines_of(ed, "one\rtwo\rthree\r");
     CHECK(ed.history_size() == 3);

@@ -56,7 +56,7 @@ std::string refusal(const std::string& path, const std::string& lock_dir) {
 
 }  // namespace
 
-TEST_CASE("port lock: a second opener is refused at once, naming the port; the lock file holds the PID and goes at close") {
+TEST_CASE("port lock: a second opener is refused at once, naming the port, the lock file holds the PID and goes at close") {
     Pty pty;
     TempDir locks;
     const std::string lock_file = uucp_lock_path(pty.path, locks.path());
@@ -88,7 +88,7 @@ TEST_CASE("port lock: a program holding the port's flock (as picocom does) is se
     CHECK(refusal(pty.path, locks.path()).empty());
 }
 
-TEST_CASE("port lock: a lock file of a running process refuses; a stale one is taken over") {
+TEST_CASE("port lock: a lock file of a running process refuses, a stale one is taken over") {
     Pty pty;
     TempDir locks;
     const std::string lock_file = uucp_lock_path(pty.path, locks.path());
