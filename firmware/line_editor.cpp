@@ -269,6 +269,7 @@ LineEditor::Event LineEditor::finish() {
         if (history_.size() > max_history_) history_.pop_front();
     }
     cells_.clear();
+    pending_.clear();
     cur_ = 0;
     nbytes_ = 0;
     overflow_ = false;
