@@ -96,13 +96,7 @@ LineEditor::Event LineEditor::feed(char byte, bool echo, std::string& screen) {
 
 LineEditor::Event LineEditor::on_control(unsigned char c, bool echo, std::string& screen) {
     if (c == 0x03) {  // Ctrl-C
-        pending_.clear();
-        cells_.clear();
-        cur_ = 0;
-        nbytes_ = 0;
-        overflow_ = false;
-        hist_pos_ = history_.size();
-        draft_.clear();
+        reset_line();
         return Event::Interrupt;
     }
     if (c == '\r' || c == '\n') {
@@ -268,6 +262,11 @@ LineEditor::Event LineEditor::finish() {
         history_.push_back(done_);
         if (history_.size() > max_history_) history_.pop_front();
     }
+    reset_line();
+    return Event::Line;
+}
+
+void LineEditor::reset_line() {
     cells_.clear();
     pending_.clear();
     cur_ = 0;
@@ -275,7 +274,6 @@ LineEditor::Event LineEditor::finish() {
     overflow_ = false;
     hist_pos_ = history_.size();
     draft_.clear();
-    return Event::Line;
 }
 
 }  // namespace ember::fw

@@ -72,6 +72,7 @@ private:
     void move_to(size_t pos, bool echo, std::string& screen);
     void replace_all(const std::string& text, bool echo, std::string& screen);  // history recall
     Event finish();
+    void reset_line();  // an empty line, history at the newest
     static void draw(const Cell& c, std::string& screen);
 
     size_t max_bytes_, max_history_;
