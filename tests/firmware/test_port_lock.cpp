@@ -6,6 +6,7 @@
 
 #include <fcntl.h>
 #include <pty.h>
+#include <signal.h>
 #include <sys/file.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -92,23 +93,17 @@ TEST_CASE("port lock: a lock file of a running process refuses, a stale one is t
     Pty pty;
     TempDir locks;
     const std::string lock_file = uucp_lock_path(pty.path, locks.path());
-    // A running process (a child that waits on a pipe) holds the lock file.
-    int hold[2];
-    REQUIRE(::pipe(hold) == 0);
+    // A running process (a child that sleeps until it is killed) holds the lock file.
     const pid_t alive = ::fork();
     REQUIRE(alive >= 0);
     if (alive == 0) {
-        char c;
-        ::close(hold[1]);
-        (void)!::read(hold[0], &c, 1);
-        ::_exit(0);
+        for (;;) ::pause();
     }
-    ::close(hold[0]);
     write_file(lock_file, pid_line(alive));
     const std::string why = refusal(pty.path, locks.path());
     CHECK(why.find(pty.path + " is in use by another program (PID " + std::to_string(alive) + ", " + lock_file + ")") == 0);
     CHECK(read_file(lock_file) == pid_line(alive));  // left alone
-    ::close(hold[1]);
+    ::kill(alive, SIGKILL);
     REQUIRE(::waitpid(alive, nullptr, 0) == alive);
     // Its owner is gone now: stale, taken over.
     {
