@@ -38,7 +38,31 @@ std::string fmt(const char* f, double v) {
 
 }  // namespace
 
-Console::Console(int in_fd, int out_fd, ConsoleOptions opts) : in_(in_fd), out_(out_fd), opts_(std::move(opts)), echo_(opts_.echo) {}
+Console::Console(int in_fd, int out_fd, ConsoleOptions opts)
+    : in_(in_fd), out_(out_fd), opts_(std::move(opts)), echo_(opts_.echo), log_(opts_.log_fd, opts_.log_file) {}
+
+std::string Console::banner() const { return "ember-console 0.1.0: models in " + printable(opts_.models_dir, 200) + "; type help\n"; }
+
+void Console::err(const std::string& s) {
+    write("ERR " + s + "\n");
+    log_.log("ERR " + s + (line_.empty() ? std::string() : " (for: " + printable(line_, 120) + ")"));
+}
+
+void Console::on_editor_event(LineEditor::Event ev) {
+    if (ev == LineEditor::Event::Interrupt) {  // Ctrl-C at the prompt: the line was dropped
+        write("^C\n");
+        write(kPrompt);
+        return;
+    }
+    if (ev != LineEditor::Event::Line) return;
+    const std::string& line = editor_.line();
+    if (editor_.overflow()) err("line too long: more than " + std::to_string(kMaxLine) + " bytes, refused (nothing was run)");
+    else if (editor_.invalid_at() >= 0) err("line is not valid UTF-8 (byte " + std::to_string(editor_.invalid_at()) + ")");
+    else if (line.empty()) write(banner());  // a bare Enter: who is this (a person who just connected)
+    else on_line(line);
+    line_.clear();
+    write(kPrompt);
+}
 
 Console::~Console() = default;
 
@@ -69,7 +93,8 @@ int Console::run() {
             while (!cur.empty() && (cur.back() == '\n' || cur.back() == ' ')) cur.pop_back();
             if (check_model_name(cur).empty()) start = cur;
         }
-        write("ember-console 0.1.0: models in " + printable(opts_.models_dir, 200) + "; type help\n");
+        write(banner());
+        log_.log("start: models in " + printable(opts_.models_dir, 200));
         if (!start.empty()) {
             try {
                 cmd_load(start, false);
@@ -80,75 +105,38 @@ int Console::run() {
             write("no model loaded: flash one with `ember flash` on the host, or load NAME\n");
         }
         write(kPrompt);
-        std::string line;
-        bool overflow = false, last_cr = false;
-        size_t echoed = 0;
+        std::string screen;
         for (;;) {
             if (inbox_pos_ >= inbox_.size()) {
                 inbox_.clear();
                 inbox_pos_ = 0;
-                if (in_closed_) return 0;
+                if (in_closed_) break;
                 char buf[4096];
                 const long got = read_some(in_, buf, sizeof buf, -1);
-                if (got < 0) return 0;  // the line is gone
+                if (got < 0) break;  // the line is gone
                 inbox_.assign(buf, static_cast<size_t>(got));
             }
-            const char c = inbox_[inbox_pos_++];
-            if (c == '\n' && last_cr) {
-                last_cr = false;
-                continue;
+            // The editor keeps the line and says what to draw (firmware/line_editor.h); what
+            // follows a command (type-ahead, flash frames) stays in inbox_ until it is done.
+            screen.clear();
+            const LineEditor::Event ev = editor_.feed(inbox_[inbox_pos_++], echo_, screen);
+            if (!screen.empty()) write(screen);
+            if (ev == LineEditor::Event::EndOfInput && opts_.ctrl_d_ends) {
+                write("\n");
+                break;
             }
-            last_cr = c == '\r';
-            if (c == 0x03) {  // Ctrl-C at the prompt: drop the line
-                line.clear();
-                overflow = false;
-                echoed = 0;
-                write("^C\n");
-                write(kPrompt);
-            } else if (c == '\r' || c == '\n') {
-                if (echo_) write("\n");
-                if (overflow) err("line too long: more than " + std::to_string(kMaxLine) + " bytes, refused (nothing was run)");
-                else on_line(line);
-                line.clear();
-                overflow = false;
-                echoed = 0;
-                write(kPrompt);
-            } else if (c == 0x7f || c == 0x08) {  // backspace: drop the last character
-                if (!line.empty() && !overflow) {
-                    while (!line.empty() && (static_cast<unsigned char>(line.back()) & 0xC0) == 0x80) line.pop_back();
-                    if (!line.empty()) line.pop_back();
-                    echoed = std::min(echoed, line.size());
-                    if (echo_) write("\b \b");
-                }
-            } else if (!overflow) {
-                if (line.size() >= kMaxLine) {
-                    overflow = true;
-                    continue;
-                }
-                line += c;
-                if (echo_) {  // echo whole characters only
-                    uint32_t cp;
-                    size_t p = echoed;
-                    while (p < line.size()) {
-                        const size_t b = p;
-                        if (!utf8_next(line, p, cp)) {
-                            if (line.size() - b < 4) break;  // maybe incomplete: wait
-                            write("\xEF\xBF\xBD");           // invalid: U+FFFD, the line will be refused
-                            p = b + 1;
-                        } else {
-                            write(line.substr(b, p - b));
-                        }
-                        echoed = p;
-                    }
-                }
-            }
+            on_editor_event(ev);
         }
-    } catch (const Error&) {
+        log_.log("the line closed: exiting");
+        return 0;
+    } catch (const Error& e) {
+        log_.log(std::string("the line failed: exiting (") + e.what() + ")");
         return 0;  // a write to the line failed: it is gone
     }
 }
 
 void Console::on_line(const std::string& line) {
+    line_ = line;
     const ParseResult r = parse_command(line);
     if (!r.ok) {
         err(r.error);
@@ -191,16 +179,42 @@ void Console::dispatch(const Command& c) {
 }
 
 bool Console::poll_interrupt() {
-    char buf[512];
+    const size_t k = inbox_.find('\x03', inbox_pos_);
+    if (k != std::string::npos) {
+        inbox_pos_ = k + 1;  // the Ctrl-C and what was typed before it are used up
+        return true;
+    }
+    char buf[4096];
     // The input may end (a pipe into --stdio); the output may still be read: go on. A line
     // that is really gone fails the next write instead.
     const long got = in_closed_ ? 0 : read_some(in_, buf, sizeof buf, 0);
     if (got < 0) in_closed_ = true;
-    if (got > 0) inbox_.append(buf, static_cast<size_t>(got));
-    const size_t k = inbox_.find('\x03', inbox_pos_);
-    if (k == std::string::npos) return false;
-    inbox_pos_ = k + 1;  // the Ctrl-C and what was typed before it are used up
-    return true;
+    if (got <= 0) return false;
+    const std::string_view chunk(buf, static_cast<size_t>(got));
+    if (const size_t c = chunk.find('\x03'); c != std::string_view::npos) {
+        inbox_.assign(chunk.substr(c + 1));  // what came before the Ctrl-C is used up with it
+        inbox_pos_ = 0;
+        return true;
+    }
+    // Type-ahead is kept up to kMaxTypeAhead bytes; the rest is dropped (and reported).
+    if (inbox_pos_ > 0 && inbox_pos_ >= inbox_.size() / 2) {
+        inbox_.erase(0, inbox_pos_);
+        inbox_pos_ = 0;
+    }
+    const size_t held = inbox_.size() - inbox_pos_;
+    const size_t keep = held >= kMaxTypeAhead ? 0 : std::min(chunk.size(), kMaxTypeAhead - held);
+    inbox_.append(chunk.substr(0, keep));
+    dropped_ += chunk.size() - keep;
+    return false;
+}
+
+void Console::report_dropped() {
+    if (dropped_ == 0) return;
+    const std::string m = "type-ahead: " + std::to_string(dropped_) + " bytes dropped (at most " + std::to_string(kMaxTypeAhead) +
+                          " are kept while a command runs)";
+    dropped_ = 0;
+    write(m + "\n");
+    log_.log(m);
 }
 
 void Console::cmd_gen(const Command& c) {
@@ -231,6 +245,7 @@ void Console::cmd_gen(const Command& c) {
     const bool stopped = r.stopped;
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     write("\n");
+    report_dropped();
     if (stopped) {
         write("^C\n");
         ok("gen interrupted after " + std::to_string(made) + " tokens");
@@ -330,8 +345,10 @@ void Console::cmd_load(const std::string& name, bool remember) {
         }
     }
     const ModelConfig& c = model_->config();
-    ok("loaded " + name + ": n_layer " + std::to_string(c.n_layer) + ", n_embd " + std::to_string(c.n_embd) + ", vocab_size " +
-       std::to_string(c.vocab_size) + ", " + tok_->kind() + " tokenizer, " + std::to_string(model_->file_bytes()) + " bytes");
+    const std::string said = "loaded " + name + ": n_layer " + std::to_string(c.n_layer) + ", n_embd " + std::to_string(c.n_embd) + ", vocab_size " +
+       std::to_string(c.vocab_size) + ", " + tok_->kind() + " tokenizer, " + std::to_string(model_->file_bytes()) + " bytes";
+    ok(said);
+    log_.log(said + (remember ? "" : " (at start)"));
 }
 
 std::unique_ptr<Session> Console::session_for(const Model& model, const LoraAdapter* adapter, bool all_logits) const {
@@ -470,6 +487,7 @@ void Console::cmd_finetune(const Command& c) {
         }
         if (poll_interrupt()) stop.store(true);
     }, &stop);
+    report_dropped();
     // The adapter in use, when it is the one just written, is reloaded: gen and eval see the new values.
     const bool reload = out_name == adapter_name_;
     if (stop.load()) {
@@ -491,6 +509,7 @@ void Console::cmd_flash() {
     ReceiverOptions ro;
     ro.models_dir = opts_.models_dir;
     ro.idle_timeout_ms = opts_.flash_idle_ms;
+    ro.first_frame_timeout_ms = std::min(kFlashFirstFrameMs, opts_.flash_idle_ms);
     ro.kill_before_rename = opts_.kill_before_rename;
     ro.fail_dir_fsync = opts_.fail_dir_fsync;
     ro.memory_limit = opts_.flash_memory_limit;
@@ -499,11 +518,17 @@ void Console::cmd_flash() {
     inbox_pos_ = 0;
     const FlashOutcome o = run_receiver(in_, out_, ro, pending);
     inbox_ = o.leftover;  // what the host sent after its BYE
+    if (!o.got_frame && !o.installed) {
+        err("flash: no frame came in " + fmt("%g", ro.first_frame_timeout_ms / 1000.0) +
+            " s: flash takes a model from `ember flash MODEL.ember --port DEV` on the host, not from the keyboard; back to the console");
+        return;
+    }
     if (!o.installed) {
         err("flash: " + one_line(o.message));
         return;
     }
     write("flash: " + one_line(o.message) + "\n");
+    log_.log("flash: " + one_line(o.message));
     cmd_load(o.name, true);  // its OK (or ERR) line ends the command
 }
 

@@ -10,7 +10,9 @@
 #include <string_view>
 
 #include "firmware/console_parser.h"
+#include "firmware/event_log.h"
 #include "firmware/flash.h"
+#include "firmware/line_editor.h"
 #include "runtime/adapter.h"
 #include "runtime/model.h"
 #include "runtime/sampler.h"
@@ -22,6 +24,11 @@ namespace ember::fw {
 
 constexpr size_t kMaxLine = 1024;  // bytes; longer lines are refused whole
 constexpr char kPrompt[] = "> ";
+// Bytes of type-ahead kept while gen or finetune runs (a few lines); more is dropped, and the
+// command says how much before its OK line.
+constexpr size_t kMaxTypeAhead = 4 * kMaxLine;
+// `flash` leaves binary mode when no frame comes this soon (the host sends its offer at once).
+constexpr int kFlashFirstFrameMs = 3000;
 
 struct ConsoleOptions {
     std::string models_dir = ".";  // DIR: DIR/NAME.ember, DIR/NAME.emba adapters, DIR/current the model loaded at start
@@ -29,24 +36,31 @@ struct ConsoleOptions {
     int threads = 0;               // 0 = all cores
     BackendKind backend = BackendKind::Auto;  // --backend cpu|cuda|auto (auto: CUDA when a GPU is present)
     KvDType kv_cache = KvDType::F16;  // --kv-cache f16|f32: the CPU backend's KV cache
-    bool echo = false;             // echo typed characters (a person on a terminal)
+    bool echo = false;             // echo typed characters and edits (a person on a terminal)
     bool crlf = false;             // write "\r\n" for "\n" (serial terminals)
     int flash_idle_ms = 30000;     // binary mode ends after this long without a frame
     bool kill_before_rename = false;  // test hook, see ReceiverOptions
     bool fail_dir_fsync = false;      // test hook, see ReceiverOptions
     uint64_t flash_memory_limit = 0;  // see ReceiverOptions::memory_limit
     LoadOptions holding;           // --no-mmap, --mlock: how models are held (runtime/model.h)
+    bool ctrl_d_ends = false;      // Ctrl-D on an empty line ends the console (--stdio on a terminal)
+    int log_fd = -1;               // events (firmware/event_log.h) go here too (ember-console: stderr); -1: none
+    std::string log_file;          // --log FILE: events appended here; "": none
 };
 
 class Console {
 public:
     Console(int in_fd, int out_fd, ConsoleOptions opts);
     ~Console();
-    // Runs until the input ends (EOF or hang-up). Returns 0.
+    // Runs until the input ends (EOF or hang-up). Returns 0. The constructor throws
+    // ember::Error when the log file cannot be opened.
     int run();
 
 private:
     void on_line(const std::string& line);
+    void on_editor_event(LineEditor::Event ev);
+    std::string banner() const;
+    void report_dropped();  // says (and logs) how much type-ahead a command dropped
     void dispatch(const Command& c);
     void cmd_gen(const Command& c);
     void cmd_set(const Command& c);
@@ -64,7 +78,7 @@ private:
     bool poll_interrupt();  // non-blocking: true when a Ctrl-C (0x03) has arrived
     void write(std::string_view s);
     void ok(const std::string& s) { write("OK " + s + "\n"); }
-    void err(const std::string& s) { write("ERR " + s + "\n"); }
+    void err(const std::string& s);  // the ERR line, also logged
 
     int in_, out_;
     ConsoleOptions opts_;
@@ -83,8 +97,13 @@ private:
     std::unique_ptr<LoraAdapter> adapter_;
     std::unique_ptr<Session> session_;
     // Bytes read but not yet handled (type-ahead during a generation; what follows "flash").
+    // While a command runs at most kMaxTypeAhead are kept past inbox_pos_; dropped_ counts the rest.
     std::string inbox_;
     size_t inbox_pos_ = 0;
+    uint64_t dropped_ = 0;
+    LineEditor editor_{kMaxLine};
+    EventLog log_;
+    std::string line_;  // the command line being run (named in the log)
     bool in_closed_ = false;  // the input ended during a generation
 };
 

@@ -1,12 +1,18 @@
 // ember-console: the device program. Owns a serial line (or stdin/stdout) and runs the
 // console on it. Exit status: 0 when the line closes, 1 when it cannot start.
+// With --stdio on a terminal, the terminal is put in raw mode (Ctrl-C arrives as the 0x03
+// byte, as on a serial line) and its settings are restored at exit and on SIGTERM, SIGHUP,
+// SIGINT and SIGQUIT (sent by kill; the keys no longer raise them).
 #include <CLI/CLI.hpp>
 
 #include <signal.h>
+#include <termios.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <string>
 
@@ -15,6 +21,54 @@
 #include "runtime/error.h"
 
 using namespace ember;
+
+namespace {
+
+// What a signal must undo: the terminal's settings, the port's UUCP lock file. A signal
+// handler takes no argument, so this one piece of state is the program's own (written before
+// the handlers are installed, then only read).
+struct Undo {
+    int fd = -1;
+    termios settings{};
+    char lock_file[512] = {};
+};
+Undo g_undo;
+
+void restore_terminal() {
+    if (g_undo.fd >= 0) ::tcsetattr(g_undo.fd, TCSANOW, &g_undo.settings);
+}
+
+void undo_and_die(int sig) {  // async-signal-safe: tcsetattr, unlink, signal, raise
+    restore_terminal();
+    if (g_undo.lock_file[0]) ::unlink(g_undo.lock_file);
+    ::signal(sig, SIG_DFL);
+    ::raise(sig);
+}
+
+void on_fatal_signals() {
+    struct sigaction sa{};
+    sa.sa_handler = undo_and_die;
+    sigemptyset(&sa.sa_mask);
+    for (int sig : {SIGTERM, SIGHUP, SIGINT, SIGQUIT}) ::sigaction(sig, &sa, nullptr);
+}
+
+// Raw input on the terminal at fd (no echo, no line editing, no signal keys; the console
+// edits and echoes), output processing kept (LF is written as CR LF). Throws ember::Error.
+void make_raw(int fd) {
+    termios t{};
+    if (::tcgetattr(fd, &t) != 0) fail("stdin: tcgetattr: ", std::strerror(errno));
+    g_undo.settings = t;
+    g_undo.fd = fd;
+    ::cfmakeraw(&t);
+    t.c_oflag |= OPOST | ONLCR;
+    t.c_cc[VMIN] = 1;
+    t.c_cc[VTIME] = 0;
+    on_fatal_signals();
+    std::atexit(restore_terminal);
+    if (::tcsetattr(fd, TCSAFLUSH, &t) != 0) fail("stdin: tcsetattr: ", std::strerror(errno));
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
     CLI::App app{"ember-console: the ember serial console (generate, load, eval, finetune, flash)"};
@@ -45,8 +99,9 @@ int main(int argc, char** argv) {
     app.add_flag_callback("--no-mmap", [&o] { o.holding.mmap = false; },
                           "read models into anonymous memory (2 MiB aligned, huge pages advised) instead of mapping the files");
     app.add_flag("--mlock", o.holding.mlock, "lock the loaded model's memory (a failure, e.g. RLIMIT_MEMLOCK, is a warning)");
-    app.add_flag("--echo", o.echo, "echo typed characters (a person at a terminal)");
+    app.add_flag("--echo", o.echo, "echo typed characters and edits (a person at a terminal; on by itself with --stdio on a terminal)");
     app.add_flag("--crlf", o.crlf, "end output lines with CR LF (serial terminals)");
+    app.add_option("--log", o.log_file, "append the event log (loads, flashes, refusals, errors; ISO 8601 UTC times) to FILE; it goes to stderr too");
     app.add_option("--flash-timeout", o.flash_idle_ms, "ms without a frame before binary mode ends")->capture_default_str()->check(CLI::Range(100, 3600000));
     try {
         app.parse(argc, argv);
@@ -70,13 +125,26 @@ int main(int argc, char** argv) {
     try {
         std::unique_ptr<fw::SerialPort> sp;
         int in = 0, out = 1;
+        // The event log goes to stderr (the journal under systemd), except where stderr is the
+        // terminal the console itself is on: there the person sees every answer already.
+        o.log_fd = use_stdio && ::isatty(2) ? -1 : 2;
         if (!use_stdio) {
-            sp = std::make_unique<fw::SerialPort>(port, baud, rtscts);
+            sp = std::make_unique<fw::SerialPort>(port, baud, rtscts);  // locked: refused at once when in use
             in = out = sp->fd();
+            const std::string& lf = sp->lock_file();  // systemctl stop (SIGTERM) removes it too
+            if (lf.size() < sizeof g_undo.lock_file) std::memcpy(g_undo.lock_file, lf.c_str(), lf.size() + 1);
+            on_fatal_signals();
+        } else if (::isatty(0)) {
+            make_raw(0);
+            o.echo = true;  // the terminal no longer echoes: the console's editor does
+            o.ctrl_d_ends = true;
         }
         fw::Console console(in, out, o);
-        return console.run();
+        const int rc = console.run();
+        restore_terminal();
+        return rc;
     } catch (const Error& e) {
+        restore_terminal();
         std::fprintf(stderr, "ember-console: error: %s\n", e.what());
         return 1;
     }

@@ -271,6 +271,7 @@ FlashOutcome run_receiver(int in_fd, int out_fd, const ReceiverOptions& opts, co
     FrameDecoder dec;
     dec.feed(reinterpret_cast<const uint8_t*>(pending.data()), pending.size());
     int64_t last = now_ms();
+    bool got_frame = false;
     uint8_t buf[4096];
     Frame f;
     std::vector<Frame> answers;
@@ -278,6 +279,7 @@ FlashOutcome run_receiver(int in_fd, int out_fd, const ReceiverOptions& opts, co
     for (;;) {
         while (dec.next(f)) {
             last = now_ms();
+            got_frame = true;
             answers.clear();
             const bool over = rx.handle(f, answers);
             wire.clear();
@@ -285,22 +287,28 @@ FlashOutcome run_receiver(int in_fd, int out_fd, const ReceiverOptions& opts, co
             if (!wire.empty()) write_all(out_fd, wire.data(), wire.size());
             if (over) {
                 FlashOutcome o = rx.outcome();
+                o.got_frame = true;
                 o.leftover = dec.take_rest();
                 if (o.message.empty()) o.message = "the host ended the session before any offer";
                 return o;
             }
         }
         // After a verdict the host only has BYE left to send: do not wait long for it.
-        const int idle = rx.completed() ? std::min(opts.idle_timeout_ms, 3000) : opts.idle_timeout_ms;
+        // No frame yet: a person typed `flash`, or a host is about to send its offer.
+        const int idle = rx.completed()                                  ? std::min(opts.idle_timeout_ms, 3000)
+                         : !got_frame && opts.first_frame_timeout_ms > 0 ? opts.first_frame_timeout_ms
+                                                                         : opts.idle_timeout_ms;
         const int64_t left = last + idle - now_ms();
         if (left <= 0) {
             FlashOutcome o = rx.outcome();
+            o.got_frame = got_frame;
             if (!rx.completed()) o.message = "no frame from the host for " + std::to_string(idle) + " ms: left binary mode (a new offer resumes)";
             return o;
         }
         const long got = read_some(in_fd, buf, sizeof buf, static_cast<int>(std::min<int64_t>(left, 200)));
         if (got < 0) {
             FlashOutcome o = rx.outcome();
+            o.got_frame = got_frame;
             if (!rx.completed()) o.message = "the line closed during the transfer (a new offer resumes)";
             return o;
         }

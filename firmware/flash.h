@@ -27,6 +27,7 @@ std::string check_model_name(const std::string& name);
 struct ReceiverOptions {
     std::string models_dir;             // where NAME.ember is installed
     int idle_timeout_ms = 30000;        // leave binary mode after this long without a valid frame
+    int first_frame_timeout_ms = 0;     // until the first valid frame: leave after this long (0: idle_timeout_ms)
     uint64_t max_file_bytes = uint64_t(1) << 31;  // offers above are refused
     uint64_t memory_limit = 0;          // a model whose session needs more is refused; 0 = MemAvailable
     // Test hook (EMBER_FLASH_TEST_KILL_BEFORE_RENAME=1 in ember-console): SIGKILL the process
@@ -38,6 +39,7 @@ struct ReceiverOptions {
 
 struct FlashOutcome {
     bool installed = false;  // a new NAME.ember is in place (verified, synced, renamed)
+    bool got_frame = false;  // a valid frame arrived (false: no host was talking)
     std::string name;        // NAME of the last offer
     std::string message;     // what happened, one line
     std::string leftover;    // bytes read after the host's BYE (the console's next input)

@@ -62,22 +62,30 @@ void configure_raw(int fd, int baud, bool rtscts) {
     if (tcsetattr(fd, TCSANOW, &t) != 0) fail("tcsetattr: ", std::strerror(errno));
 }
 
-SerialPort::SerialPort(const std::string& path, int baud, bool rtscts) {
+SerialPort::SerialPort(const std::string& path, int baud, bool rtscts, const std::string& lock_dir) {
     // O_NONBLOCK: until CLOCAL is set, open() of a UART without carrier may wait forever;
     // blocking I/O comes back once the line is configured.
     fd_ = ::open(path.c_str(), O_RDWR | O_NOCTTY | O_CLOEXEC | O_NONBLOCK);
     if (fd_ < 0) fail(printable(path, 200), ": cannot open: ", std::strerror(errno));
     try {
+        lock_ = std::make_unique<PortLock>(path, fd_, lock_dir);
+    } catch (const Error&) {
+        ::close(fd_);
+        throw;  // the message names the port and says it is in use
+    }
+    try {
         configure_raw(fd_, baud, rtscts);
         const int flags = ::fcntl(fd_, F_GETFL);
         if (flags < 0 || ::fcntl(fd_, F_SETFL, flags & ~O_NONBLOCK) != 0) fail("fcntl: ", std::strerror(errno));
     } catch (const Error& e) {
+        lock_.reset();
         ::close(fd_);
         fail(printable(path, 200), ": ", e.what());
     }
 }
 
 SerialPort::~SerialPort() {
+    lock_.reset();  // the lock file goes; the flock goes with the fd
     if (fd_ >= 0) ::close(fd_);
 }
 

@@ -4,23 +4,30 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
+
+#include "firmware/port_lock.h"
 
 namespace ember::fw {
 
 // Opens a serial device (or a pty slave) read-write and puts it in raw mode, 8 data bits,
 // no parity, 1 stop bit (8N1), at `baud` (a standard rate from 50 to 4000000), with RTS/CTS
-// hardware flow control when asked. Throws ember::Error naming the device.
+// hardware flow control when asked. The port is locked first (firmware/port_lock.h): one held
+// by another program is refused before any setting or byte of it changes. Throws ember::Error
+// naming the device. lock_dir: where UUCP lock files go ("" for none).
 class SerialPort {
 public:
-    SerialPort(const std::string& path, int baud, bool rtscts);
+    SerialPort(const std::string& path, int baud, bool rtscts, const std::string& lock_dir = kUucpLockDir);
     ~SerialPort();
     SerialPort(const SerialPort&) = delete;
     SerialPort& operator=(const SerialPort&) = delete;
     int fd() const { return fd_; }
+    const std::string& lock_file() const { return lock_->lock_file(); }  // the UUCP lock file, "" for none
 
 private:
     int fd_ = -1;
+    std::unique_ptr<PortLock> lock_;
 };
 
 // Raw 8N1 at `baud` on an open terminal fd. Throws ember::Error (not a terminal, bad rate).

@@ -3,8 +3,11 @@
 // generation, settings, models, load and eval.
 #include <doctest/doctest.h>
 
+#include <fcntl.h>
 #include <pty.h>
 
+#include <random>
+#include <regex>
 #include <thread>
 
 #include "firmware/console.h"
@@ -42,6 +45,27 @@ public:
         ::close(slave_);
     }
     void send(const std::string& s) { write_all(master_, s.data(), s.size()); }
+    // Sends `bytes` while reading what the console writes (so neither side blocks on a full pty).
+    void pump(const std::string& bytes) {
+        const int flags = ::fcntl(master_, F_GETFL);
+        ::fcntl(master_, F_SETFL, flags | O_NONBLOCK);
+        size_t at = 0;
+        while (at < bytes.size()) {
+            pollfd p{master_, POLLIN | POLLOUT, 0};
+            REQUIRE(::poll(&p, 1, 10000) > 0);
+            char buf[8192];
+            if (p.revents & POLLIN) {
+                const ssize_t got = ::read(master_, buf, sizeof buf);
+                if (got > 0) seen_.append(buf, static_cast<size_t>(got));
+            }
+            if (p.revents & POLLOUT) {
+                const ssize_t w = ::write(master_, bytes.data() + at, std::min<size_t>(4096, bytes.size() - at));
+                if (w > 0) at += static_cast<size_t>(w);
+            }
+        }
+        ::fcntl(master_, F_SETFL, flags);
+    }
+    const std::string& seen() const { return seen_; }
     // Waits for pattern after the last match; returns its end or npos.
     size_t wait_for(const std::string& pattern, int timeout_ms = 10000) {
         const size_t k = expect(master_, seen_, pattern, mark_, timeout_ms);
@@ -236,4 +260,137 @@ TEST_CASE("console: echo shows whole characters, backspace removes one") {
     CHECK(c.wait_for("gen -n 1 caf\xc3\xa9x\b \b\n") != std::string::npos);
     CHECK(c.wait_for("caf\xc3\xa9") != std::string::npos);  // the prompt text, then a token
     CHECK(c.wait_for("OK gen 1 tokens") != std::string::npos);
+}
+
+TEST_CASE("console: arrow keys and other escape sequences edit the line, never an ERR, what is shown is what runs") {
+    TempDir dir;
+    ConsoleOptions o = opts_for(dir);
+    o.echo = true;
+    PtyConsole c(o);
+    // "inf", Left, Right, an unknown key (Insert), F1, "o": the line is "info".
+    c.send("inf\x1b[D\x1b[C\x1b[2~\x1bOPo\r");
+    CHECK(c.wait_for("inf\bfo\nmodel: none loaded\n") != std::string::npos);
+    CHECK(c.wait_for("OK info\n> ") != std::string::npos);
+    // "xinfo", Home, Delete: shown "info", runs info.
+    c.send("xinfo\x1b[H\x1b[3~\r");
+    CHECK(c.wait_for("xinfo\b\b\b\b\binfo \b\b\b\b\b\nmodel: none loaded\n") != std::string::npos);
+    CHECK(c.wait_for("OK info\n> ") != std::string::npos);
+    // Up: the last line again.
+    c.send("\x1b[A");
+    CHECK(c.wait_for("info") != std::string::npos);
+    c.send("\r");
+    CHECK(c.wait_for("\nmodel: none loaded\n") != std::string::npos);
+    CHECK(c.wait_for("OK info\n> ") != std::string::npos);
+    // Ctrl-U and Ctrl-W are edits now, not control characters.
+    c.send("frobnicate\x15help\x17info\r");
+    CHECK(c.wait_for("OK info\n> ") != std::string::npos);
+    CHECK(c.seen().find("ERR") == std::string::npos);
+}
+
+TEST_CASE("console: a bare Enter prints the banner line and the prompt again") {
+    TempDir dir;
+    PtyConsole c(opts_for(dir));
+    c.send("\r");
+    CHECK(c.wait_for("ember-console 0.1.0: models in " + dir.path() + "; type help\n> ") != std::string::npos);
+    c.send("\r");  // (an LF right after the CR would be part of the same Enter)
+    CHECK(c.wait_for("ember-console 0.1.0: models in " + dir.path() + "; type help\n> ") != std::string::npos);
+}
+
+TEST_CASE("console: flash typed by hand gives up within 3 s and points to ember flash") {
+    TempDir dir;
+    ConsoleOptions o = opts_for(dir);
+    o.flash_idle_ms = 30000;  // the default: a transfer that stalls is waited for
+    PtyConsole c(o);
+    const int64_t t0 = now_ms();
+    c.send("flash\r");
+    REQUIRE(c.wait_for("ERR flash: no frame came in 3 s: flash takes a model from `ember flash MODEL.ember --port DEV` on the host", 6000) !=
+            std::string::npos);
+    const int64_t took = now_ms() - t0;
+    CHECK(took >= 2900);
+    CHECK(took < 3600);
+    CHECK(c.wait_for("\n> ") != std::string::npos);
+    CHECK(c.command("info").find("model: none loaded\n") == 0);  // the console is back
+}
+
+TEST_CASE("console: megabytes of garbage during a gen: the type-ahead stays bounded and the drop is reported") {
+    TempDir dir;
+    write_file(dir.file("tiny.ember"), read_file(model_int8()));
+    ConsoleOptions o = opts_for(dir);
+    o.load = "tiny";
+    o.log_file = dir.file("console.log");
+    PtyConsole c(o);
+    c.send("gen -n 1000000 The\n");
+    const bool started = c.wait_for("The") != std::string::npos;
+    CAPTURE(c.seen());
+    REQUIRE(started);
+    // 2 MiB of random bytes, none of them Ctrl-C, while the generation runs.
+    std::mt19937 rng(7);
+    std::string garbage(2u << 20, '\0');
+    for (char& b : garbage) {
+        b = static_cast<char>(rng() % 256);
+        if (b == '\x03') b = 'x';
+    }
+    c.pump(garbage);
+    c.send("\x03");
+    REQUIRE(c.wait_for("^C\n", 20000) != std::string::npos);
+    const size_t at = c.seen().rfind("type-ahead: ");
+    REQUIRE(at != std::string::npos);
+    const unsigned long long dropped = std::stoull(c.seen().substr(at + 12));
+    CAPTURE(c.seen().substr(at, 100));
+    CHECK(c.seen().find(" bytes dropped (at most " + std::to_string(kMaxTypeAhead) + " are kept while a command runs)\n", at) != std::string::npos);
+    // Every byte was kept (at most kMaxTypeAhead), dropped, or read in the one read (4096 bytes at
+    // most) that brought the Ctrl-C, which uses up what came before it.
+    CHECK(dropped + kMaxTypeAhead + 4096 >= garbage.size());
+    CHECK(dropped <= garbage.size());
+    REQUIRE(c.wait_for("OK gen interrupted after ") != std::string::npos);
+    REQUIRE(c.wait_for("\n> ") != std::string::npos);
+    CHECK(c.command("info").find("model: tiny (") == 0);  // what was kept went with the Ctrl-C
+    CHECK(read_file(dir.file("console.log")).find("ember-console: type-ahead: " + std::to_string(dropped) + " bytes dropped") != std::string::npos);
+}
+
+TEST_CASE("console: loads, refusals and errors are logged with an ISO 8601 UTC time, to --log (appended) and to stderr's fd") {
+    TempDir dir;
+    write_file(dir.file("tiny.ember"), read_file(model_int8()));
+    write_file(dir.file("console.log"), "an earlier line\n");
+    int journal[2];
+    REQUIRE(::pipe(journal) == 0);
+    {
+        ConsoleOptions o = opts_for(dir);
+        o.log_file = dir.file("console.log");
+        o.log_fd = journal[1];
+        o.flash_idle_ms = 500;
+        PtyConsole c(o);
+        CHECK(c.command("load tiny").find("OK loaded tiny") == 0);
+        CHECK(c.command("frobnicate").find("ERR unknown command") == 0);
+        CHECK(c.command("load nothere").find("ERR load: no model nothere") == 0);
+        CHECK(c.command("flash").find("ERR flash: no frame came in 0.5 s") != std::string::npos);
+    }
+    ::close(journal[1]);
+    std::string from_fd;
+    char buf[4096];
+    for (ssize_t n; (n = ::read(journal[0], buf, sizeof buf)) > 0;) from_fd.append(buf, static_cast<size_t>(n));
+    ::close(journal[0]);
+    const std::string log = read_file(dir.file("console.log"));
+    REQUIRE(log.rfind("an earlier line\n", 0) == 0);  // appended
+    CHECK(log.substr(16) == from_fd);                  // the same lines in both
+    const std::regex stamp(R"(^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z ember-console: .+$)");
+    std::vector<std::string> lines;
+    for (size_t from = 16, k; (k = log.find('\n', from)) != std::string::npos; from = k + 1) lines.push_back(log.substr(from, k - from));
+    REQUIRE(lines.size() >= 6);
+    for (const auto& l : lines) {
+        CAPTURE(l);
+        CHECK(std::regex_match(l, stamp));
+    }
+    const auto logged = [&](const std::string& what) { return log.find("Z ember-console: " + what) != std::string::npos; };
+    CHECK(logged("start: models in " + dir.path()));
+    CHECK(logged("loaded tiny: n_layer"));
+    CHECK(logged("ERR unknown command 'frobnicate' (try help) (for: frobnicate)"));
+    CHECK(logged("ERR load: no model nothere"));
+    CHECK(logged("ERR flash: no frame came in 0.5 s"));
+    CHECK(logged("the line closed: exiting"));
+    // The year is this year's, in UTC.
+    const time_t now = ::time(nullptr);
+    tm t{};
+    ::gmtime_r(&now, &t);
+    CHECK(lines[0].substr(0, 4) == std::to_string(1900 + t.tm_year));
 }

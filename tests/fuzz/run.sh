@@ -3,13 +3,13 @@
 # SECONDS (default 60), seeded from committed files: tests/fuzz/seeds/ and the test fixtures.
 # New inputs found go to build-fuzz/corpus/TARGET; a crash writes build-fuzz/crash-* and
 # fails the run. Targets run side by side, one per core.
-#   tests/fuzz/run.sh [SECONDS] [TARGET ...]   targets: unpickler checkpoint safetensors meta_pkl ember tokenizer tokenizer_json bpe frame console_line adapter
+#   tests/fuzz/run.sh [SECONDS] [TARGET ...]   targets: unpickler checkpoint safetensors meta_pkl ember tokenizer tokenizer_json bpe frame console_line line_editor adapter
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 seconds=${1:-60}
 shift || true
 targets=("$@")
-((${#targets[@]})) || targets=(unpickler checkpoint safetensors meta_pkl ember tokenizer tokenizer_json bpe frame console_line adapter)
+((${#targets[@]})) || targets=(unpickler checkpoint safetensors meta_pkl ember tokenizer tokenizer_json bpe frame console_line line_editor adapter)
 scripts/install-deps.sh
 # clang and its libFuzzer runtime (Debian 12: clang 14)
 if ! command -v clang++ > /dev/null || ! dpkg -s libclang-rt-14-dev > /dev/null 2>&1; then
@@ -32,6 +32,7 @@ seeds() {  # the committed seed folders of a target
     bpe)        echo tests/fuzz/seeds/bpe ;;
     frame)      echo tests/fuzz/seeds/frame ;;
     console_line) echo tests/fuzz/seeds/console_line ;;
+    line_editor) echo tests/fuzz/seeds/line_editor ;;
     adapter)    echo tests/fuzz/seeds/adapter ;;
   esac
 }

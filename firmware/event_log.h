@@ -1,0 +1,31 @@
+// The console's record of what happened on the device (flashes, loads, refusals, errors): one
+// line per event, "2026-12-01T16:05:03.120Z ember-console: <what>" (ISO 8601, UTC, ms), to
+// stderr (the journal, under firmware/ember-console.service) and to a file (appended; each
+// line is one write(2) on an O_APPEND descriptor, so it is on disk as soon as it is logged
+// and lines of two writers never mix).
+#pragma once
+
+#include <string>
+#include <string_view>
+
+namespace ember::fw {
+
+class EventLog {
+public:
+    // err_fd: where the journal's copy goes (-1: none). path: the log file ("": none). Throws
+    // ember::Error naming the file when it cannot be opened for appending.
+    EventLog(int err_fd, const std::string& path);
+    ~EventLog();
+    EventLog(const EventLog&) = delete;
+    EventLog& operator=(const EventLog&) = delete;
+    // Logs one event (newlines in `what` become spaces). A failed write is dropped.
+    void log(std::string_view what);
+
+    // Now as "YYYY-MM-DDTHH:MM:SS.mmmZ".
+    static std::string timestamp();
+
+private:
+    int err_fd_, file_fd_ = -1;
+};
+
+}  // namespace ember::fw

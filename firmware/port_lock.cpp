@@ -1,0 +1,89 @@
+#include "firmware/port_lock.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "runtime/error.h"
+#include "runtime/utf8.h"
+
+namespace ember::fw {
+
+namespace {
+
+// The PID a lock file holds; 0 when it holds none (empty, not a number).
+long read_lock_pid(const std::string& path) {
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return 0;
+    char buf[64] = {};
+    const ssize_t n = ::read(fd, buf, sizeof buf - 1);
+    ::close(fd);
+    if (n <= 0) return 0;
+    char* end = nullptr;
+    const long pid = std::strtol(buf, &end, 10);  // skips the leading spaces
+    return end != buf && pid > 0 ? pid : 0;
+}
+
+bool running(long pid) { return ::kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM; }
+
+// Creates `path` holding our PID, atomically: written to a temporary file, then hard-linked
+// (link(2) fails when the name exists, so two programs never both win). Returns false when
+// the name exists; throws on other failures.
+bool create_lock(const std::string& path, const std::string& dir) {
+    char pid[16];
+    std::snprintf(pid, sizeof pid, "%10ld\n", static_cast<long>(::getpid()));
+    const std::string tmp = dir + "/LTMP." + std::to_string(::getpid());
+    const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) fail(printable(tmp, 200), ": cannot create the lock file: ", std::strerror(errno));
+    const bool wrote = ::write(fd, pid, 11) == 11;
+    ::close(fd);
+    if (!wrote) {
+        ::unlink(tmp.c_str());
+        fail(printable(tmp, 200), ": cannot write the lock file");
+    }
+    const int r = ::link(tmp.c_str(), path.c_str());
+    const int e = errno;
+    ::unlink(tmp.c_str());
+    if (r == 0) return true;
+    if (e == EEXIST) return false;
+    fail(printable(path, 200), ": cannot create the lock file: ", std::strerror(e));
+}
+
+}  // namespace
+
+std::string uucp_lock_path(const std::string& port, const std::string& lock_dir) {
+    return lock_dir + "/LCK.." + port.substr(port.find_last_of('/') + 1);
+}
+
+PortLock::PortLock(const std::string& port, int fd, const std::string& lock_dir) {
+    const std::string name = printable(port, 200);
+    if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        if (errno == EWOULDBLOCK) fail(name, " is in use by another program (it holds the port's flock); close it first");
+        fail(name, ": flock: ", std::strerror(errno));
+    }
+    if (lock_dir.empty() || ::access(lock_dir.c_str(), W_OK) != 0) return;  // no UUCP locks here
+    const std::string path = uucp_lock_path(port, lock_dir);
+    for (int attempt = 0; attempt < 2; ++attempt) {
+        if (create_lock(path, lock_dir)) {
+            lock_file_ = path;
+            return;
+        }
+        const long pid = read_lock_pid(path);
+        if (pid > 0 && running(pid))
+            fail(name, " is in use by another program (PID ", pid, ", ", printable(path, 200), "); close it first");
+        ::unlink(path.c_str());  // stale: its owner is gone
+    }
+    fail(name, " is in use: ", printable(path, 200), " came back after it was removed as stale");
+}
+
+PortLock::~PortLock() {
+    if (!lock_file_.empty() && read_lock_pid(lock_file_) == ::getpid()) ::unlink(lock_file_.c_str());
+}
+
+}  // namespace ember::fw

@@ -1,0 +1,123 @@
+// Port locks (firmware/port_lock.h) on ptys: a second opener is refused at once with a message
+// naming the port; a program holding the port's flock (as picocom does) is seen; a UUCP lock
+// file of a running process refuses, a stale one (its PID gone) is taken over; the lock file
+// holds the PID in the 10-character format and goes when the port is closed.
+#include <doctest/doctest.h>
+
+#include <fcntl.h>
+#include <pty.h>
+#include <signal.h>
+#include <sys/file.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <string>
+
+#include "firmware/port_lock.h"
+#include "firmware/serial_port.h"
+#include "fw_test_util.h"
+#include "runtime/error.h"
+
+using namespace ember;
+using namespace ember::fw;
+using namespace ember::fwtest;
+
+namespace {
+
+struct Pty {
+    int master = -1, slave = -1;
+    std::string path;
+    Pty() {
+        char name[256] = {};
+        REQUIRE(::openpty(&master, &slave, name, nullptr, nullptr) == 0);
+        path = name;
+    }
+    ~Pty() {
+        ::close(master);
+        ::close(slave);
+    }
+};
+
+std::string pid_line(long pid) {
+    char b[16];
+    std::snprintf(b, sizeof b, "%10ld\n", pid);
+    return b;
+}
+
+// The message SerialPort(path) throws, or "" when it opens.
+std::string refusal(const std::string& path, const std::string& lock_dir) {
+    try {
+        SerialPort p(path, 115200, false, lock_dir);
+        return "";
+    } catch (const Error& e) {
+        return e.what();
+    }
+}
+
+}  // namespace
+
+TEST_CASE("port lock: a second opener is refused at once, naming the port, the lock file holds the PID and goes at close") {
+    Pty pty;
+    TempDir locks;
+    const std::string lock_file = uucp_lock_path(pty.path, locks.path());
+    CHECK(lock_file == locks.path() + "/LCK.." + pty.path.substr(pty.path.rfind('/') + 1));
+    {
+        SerialPort first(pty.path, 115200, false, locks.path());
+        CHECK(read_file(lock_file) == pid_line(::getpid()));
+        CHECK(read_file(lock_file).size() == 11);
+        const int64_t t0 = now_ms();
+        const std::string why = refusal(pty.path, locks.path());
+        CHECK(now_ms() - t0 < 500);  // at once
+        CHECK(why.find(pty.path + " is in use by another program") == 0);
+        // Without lock files the flock alone refuses.
+        CHECK(refusal(pty.path, "").find(pty.path + " is in use by another program (it holds the port's flock)") == 0);
+    }
+    CHECK(!exists(lock_file));
+    CHECK(refusal(pty.path, locks.path()).empty());  // free again
+}
+
+TEST_CASE("port lock: a program holding the port's flock (as picocom does) is seen") {
+    Pty pty;
+    const int other = ::open(pty.path.c_str(), O_RDWR | O_NOCTTY);
+    REQUIRE(other >= 0);
+    REQUIRE(::flock(other, LOCK_EX | LOCK_NB) == 0);
+    TempDir locks;
+    CHECK(refusal(pty.path, locks.path()).find(pty.path + " is in use by another program") == 0);
+    CHECK(!exists(uucp_lock_path(pty.path, locks.path())));  // refused before a lock file was made
+    ::close(other);
+    CHECK(refusal(pty.path, locks.path()).empty());
+}
+
+TEST_CASE("port lock: a lock file of a running process refuses, a stale one is taken over") {
+    Pty pty;
+    TempDir locks;
+    const std::string lock_file = uucp_lock_path(pty.path, locks.path());
+    // A running process (a child that sleeps until it is killed) holds the lock file.
+    const pid_t alive = ::fork();
+    REQUIRE(alive >= 0);
+    if (alive == 0) {
+        for (;;) ::pause();
+    }
+    write_file(lock_file, pid_line(alive));
+    const std::string why = refusal(pty.path, locks.path());
+    CHECK(why.find(pty.path + " is in use by another program (PID " + std::to_string(alive) + ", " + lock_file + ")") == 0);
+    CHECK(read_file(lock_file) == pid_line(alive));  // left alone
+    ::kill(alive, SIGKILL);
+    REQUIRE(::waitpid(alive, nullptr, 0) == alive);
+    // Its owner is gone now: stale, taken over.
+    {
+        SerialPort p(pty.path, 115200, false, locks.path());
+        CHECK(read_file(lock_file) == pid_line(::getpid()));
+    }
+    CHECK(!exists(lock_file));
+    // A lock file with no PID in it (left half-written) is stale too.
+    write_file(lock_file, "");
+    {
+        SerialPort p(pty.path, 115200, false, locks.path());
+        CHECK(read_file(lock_file) == pid_line(::getpid()));
+    }
+    // A folder that does not exist: no lock file, the flock still holds.
+    SerialPort p(pty.path, 115200, false, locks.path() + "/none");
+    CHECK(refusal(pty.path, locks.path() + "/none").find("is in use") != std::string::npos);
+}
