@@ -38,15 +38,15 @@ struct GenOptionSpec {
 };
 
 inline constexpr std::array<GenOptionSpec, 8> kGenOptions{{
-    {GenOption::Tokens, "-n,--tokens", "n", "N", "new tokens"},
-    {GenOption::Temperature, "--temperature,--temp", "temperature", "T", "softmax temperature, 0..100 (0 = greedy)"},
-    {GenOption::TopK, "--top-k", "top-k", "K", "keep the k most likely (0 = off)"},
-    {GenOption::TopP, "--top-p", "top-p", "P", "nucleus mass, (0, 1] (1 = off)"},
-    {GenOption::Seed, "--seed", "seed", "S", "sampling seed (the same seed gives the same text)"},
+    {GenOption::Tokens, "-n,--tokens", "n", "N", "new tokens (default 200)"},
+    {GenOption::Temperature, "--temperature,--temp", "temperature", "T", "softmax temperature, 0..100 (0 = greedy; default 1)"},
+    {GenOption::TopK, "--top-k", "top-k", "K", "keep the k most likely (0 = off, the default)"},
+    {GenOption::TopP, "--top-p", "top-p", "P", "nucleus mass, (0, 1] (1 = off, the default)"},
+    {GenOption::Seed, "--seed", "seed", "S", "sampling seed (the same seed gives the same text; default 1337)"},
     {GenOption::RepeatPenalty, "--repeat-penalty", "repeat-penalty", "R",
-     "divide a positive logit by R, multiply a negative one, for each distinct token among the last N (1 = off)"},
+     "divide a positive logit by R, multiply a negative one, for each distinct token among the last N (1 = off, the default)"},
     {GenOption::RepeatLastN, "--repeat-last-n", "repeat-last-n", "N",
-     "tokens the repetition penalty looks back at, the prompt's included (0 = off, -1 = block_size)"},
+     "tokens the repetition penalty looks back at, the prompt's included (0 = off, -1 = block_size; default 64)"},
     {GenOption::Stop, "--stop", "stop", "STR", "end when the generated text holds STR, which is not printed (repeatable)"},
 }};
 
