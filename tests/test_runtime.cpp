@@ -17,6 +17,7 @@
 #include "runtime/finetune.h"
 #include "runtime/cpu_backend.h"
 #include "runtime/session.h"
+#include "runtime/stop_strings.h"
 #include "runtime/text_stream.h"
 #include "runtime/tokenizer.h"
 #include "test_util.h"
@@ -108,6 +109,21 @@ TEST_CASE("decoding a token allocates nothing, in every policy, weight dtype and
             const long one = count(1);
             CHECK(count(3 * model->config().block_size) == one);
             CHECK(made == 1 + 3 * model->config().block_size);
+            // With the repetition penalty over the whole window and stop strings that hold
+            // text back (a space starts one) but never complete: the same.
+            SamplerOptions pen = sopt;
+            pen.repeat_penalty = 1.3f;
+            pen.repeat_last_n = -1;
+            StopStrings stops({" \x01", "e\x02\x03"}, 3 * static_cast<size_t>(btok->max_token_bytes() + 4));
+            auto count_stops = [&](int n) {
+                s.reset();
+                s.append(&id, 1);
+                const long at = g_allocations.load();
+                made += s.generate(n, pen, *btok, stream, [&](std::string_view) {}, {}, &stops).tokens;
+                return g_allocations.load() - at;
+            };
+            const long one_stop = count_stops(1);
+            CHECK(count_stops(3 * model->config().block_size) == one_stop);
         }
     }
 }
