@@ -11,14 +11,10 @@ namespace ember {
 
 namespace {
 
-// The option's first long name: "--tokens".
-std::string long_name(GenOption id) {
+// The option's first name, which messages use: "-n", "--temperature".
+std::string first_name(GenOption id) {
     for (const GenOptionSpec& s : kGenOptions) {
-        if (s.id == id) {
-            for (const std::string& n : gen_option_names(s)) {
-                if (n.rfind("--", 0) == 0) return n;
-            }
-        }
+        if (s.id == id) return gen_option_names(s).front();
     }
     return "?";
 }
@@ -113,7 +109,7 @@ const GenOptionSpec* find_gen_set_key(std::string_view key) {
 }
 
 std::string parse_gen_option(GenOption id, std::string_view value, GenOverrides& o) {
-    const std::string what = long_name(id);
+    const std::string what = first_name(id);
     long long i = 0;
     float f = 0.0f;
     uint64_t u = 0;

@@ -75,7 +75,7 @@ const GenOptionSpec* find_gen_option(std::string_view name);
 const GenOptionSpec* find_gen_set_key(std::string_view key);
 
 // Checks `value` for the option and stores it in o (a stop string is appended as given).
-// Returns "" or the reason, one line naming the option's first long name.
+// Returns "" or the reason, one line naming the option by its first name ("-n", "--top-k").
 std::string parse_gen_option(GenOption id, std::string_view value, GenOverrides& o);
 
 // `\n`, `\t` and `\\` in s as their characters (the console's text, `ember generate -e`).

@@ -83,8 +83,8 @@ TEST_CASE("console parser: every bad line has a reason") {
     CHECK(error_of("frobnicate") == "unknown command 'frobnicate' (try help)");
     CHECK(error_of("gen -x 3 hi").find("gen: unknown option '-x'") == 0);
     CHECK(error_of("gen -n") == "gen: option -n needs a value");
-    CHECK(error_of("gen -n abc hi") == "--tokens: 'abc' is not an integer");
-    CHECK(error_of("gen -n -5 hi").find("--tokens -5 not in 0..") == 0);
+    CHECK(error_of("gen -n abc hi") == "-n: 'abc' is not an integer");
+    CHECK(error_of("gen --tokens -5 hi").find("-n -5 not in 0..") == 0);
     CHECK(error_of("gen -n 99999999999999999999 hi").find("not an integer") != std::string::npos);
     CHECK(error_of("gen --temp nan hi") == "--temperature: 'nan' is not a finite number");
     CHECK(error_of("gen --temperature -1 hi").find("--temperature -1 not in 0..100") == 0);
