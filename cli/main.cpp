@@ -17,7 +17,6 @@ using namespace ember;
 namespace {
 constexpr int kMaxThreads = 256;
 
-// --no-mmap and --mlock (runtime/model.h, LoadOptions), as llama.cpp spells them.
 // Every name of cmd's options ("--top-k", "-n"), for suggestions.
 std::vector<std::string> option_names(const CLI::App* cmd) {
     std::vector<std::string> names;
@@ -53,6 +52,7 @@ std::string unknown_command(const CLI::App& app, int argc, char** argv) {
     return std::string("unknown command ") + argv[1] + did_you_mean(argv[1], names);
 }
 
+// --no-mmap and --mlock (runtime/model.h, LoadOptions), as llama.cpp spells them.
 void add_load_flags(CLI::App* cmd, LoadOptions& load) {
     cmd->add_flag_callback("--no-mmap", [&load] { load.mmap = false; },
                            "read the model into anonymous memory (2 MiB aligned, huge pages advised) instead of mapping the file");

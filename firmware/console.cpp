@@ -249,6 +249,9 @@ void Console::cmd_set(const Command& c) {
     int n = n_;
     d.gen.apply(so, n);
     so.validate();
+    constexpr size_t kMaxStops = 16;  // what a person sets by hand; each costs a search per token
+    if ((d.clear_stops ? 0 : stops_.size()) + d.gen.stops.size() > kMaxStops)
+        fail("set stop: at most ", kMaxStops, " stop strings (set stop off clears them)");
     sampler_ = so;
     n_ = n;
     if (d.clear_stops) stops_.clear();
