@@ -32,7 +32,7 @@ struct SamplerOptions {
 };
 
 // The repetition penalty of llama.cpp (llama_sampler_penalties; CTRL, Keskar et al. 2019,
-// eq. 3, as Hugging Face's RepetitionPenaltyLogitsProcessor applies it): for each distinct id
+// as Hugging Face's RepetitionPenaltyLogitsProcessor applies it): for each distinct id
 // among recent [n], logits[id] is divided by `penalty` when > 0, else multiplied by it.
 // logits [V] is changed in place; every id must lie in [0, V). Allocates nothing: an id is
 // looked for among the earlier ones of `recent` (O(n^2) compares, n <= block_size).
