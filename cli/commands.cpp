@@ -6,6 +6,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <memory>
 #include <csignal>
 #include <cstdlib>
 #include <cstring>
@@ -21,6 +23,8 @@
 #include "runtime/error.h"
 #include "runtime/eval.h"
 #include "runtime/finetune.h"
+#include "runtime/gen_options.h"
+#include "runtime/stop_strings.h"
 #include "runtime/model.h"
 #include "runtime/text_stream.h"
 #include "runtime/tokenizer.h"
@@ -259,13 +263,60 @@ KvDType parse_kv_cache(const std::string& name) {
 
 }  // namespace
 
+namespace {
+
+// All of standard input, as bytes (at most 1 GiB, as a prompt file).
+std::string read_stdin() {
+    std::string s;
+    char buf[65536];
+    for (size_t got; (got = std::fread(buf, 1, sizeof buf, stdin)) > 0;) {
+        s.append(buf, got);
+        if (s.size() > (size_t(1) << 30)) fail("standard input (-f -): more than 1 GiB");
+    }
+    if (std::ferror(stdin)) fail("standard input (-f -): read error: ", std::strerror(errno));
+    return s;
+}
+
+// -e: escapes in a value of `what` (-p, --stop), or a refusal naming it.
+std::string unescaped(const std::string& s, const char* what) {
+    std::string out, why;
+    if (!unescape_text(s, out, why)) fail(what, " (-e): ", why);
+    return out;
+}
+
+// The prompt of -p (with -e, unescaped) or of -f FILE (byte for byte; - = stdin).
+std::string prompt_text(const GenerateArgs& a) {
+    if (!a.prompt_file.empty()) return a.prompt_file == "-" ? read_stdin() : read_text_file(a.prompt_file);
+    return a.escape ? unescaped(a.prompt, "-p") : a.prompt;
+}
+
+// --stats, one line on stderr: the prompt's prefill, the time to the first token sampled (the
+// prefill and the first sample), and decode: the tokens after the first, from the first to the last.
+void print_stats(int prompt_tokens, double prefill_s, const GenerateResult& r) {
+    auto rate = [](int tokens, double s) { return s > 0 && tokens > 0 ? tokens / s : 0.0; };
+    const int decoded = std::max(0, r.tokens - 1);
+    const double decode_s = r.seconds - r.first_token_s;
+    std::fprintf(stderr, "stats: prefill %d tokens in %.2f ms (%.1f tokens/s); time to first token %.2f ms; decode %d tokens in %.2f ms (%.1f tokens/s)\n",
+                 prompt_tokens, 1e3 * prefill_s, rate(prompt_tokens, prefill_s), 1e3 * (prefill_s + r.first_token_s), decoded,
+                 1e3 * decode_s, rate(decoded, decode_s));
+}
+
+}  // namespace
+
 int cmd_generate(const GenerateArgs& a) {
     a.sampler.validate();
     const ContextPolicy policy = parse_context_policy(a.context);
     const BackendKind backend = parse_backend(a.backend);
+    const std::string prompt = prompt_text(a);
+    std::vector<std::string> stop_list;
+    for (const std::string& s : a.stops) stop_list.push_back(a.escape ? unescaped(s, "--stop") : s);
     auto model = Model::open(a.model, a.load);
     const auto tok = make_tokenizer(*model);
-    std::vector<int> ids = a.prompt.empty() ? std::vector<int>{tok->start_id()} : tok->encode(a.prompt, "prompt");
+    int64_t skipped = 0;
+    std::vector<int> ids{tok->start_id()};
+    if (!prompt.empty()) ids = a.skip_unknown ? encode_training_text(*model, prompt, "prompt", true, &skipped) : tok->encode(prompt, "prompt");
+    if (skipped > 0) std::fprintf(stderr, "ember: %lld prompt characters outside the vocabulary skipped (--skip-unknown)\n", static_cast<long long>(skipped));
+    if (ids.empty()) fail("prompt: none of its ", skipped, " characters is in the vocabulary (--skip-unknown dropped them all)");
     SessionOptions so;
     so.threads = a.threads;
     so.policy = policy;
@@ -273,19 +324,29 @@ int cmd_generate(const GenerateArgs& a) {
     const auto adapter = a.adapter.empty() ? nullptr : LoraAdapter::load(a.adapter, *model);
     so.adapter = adapter.get();
     auto session = make_session(*model, so, backend);
-    if (!a.prompt.empty()) {
-        std::fwrite(a.prompt.data(), 1, a.prompt.size(), stdout);
+    if (!prompt.empty()) {
+        const std::string shown = skipped > 0 ? tok->decode(ids) : prompt;  // the text the model reads
+        std::fwrite(shown.data(), 1, shown.size(), stdout);
         std::fflush(stdout);
     }
+    const auto t0 = std::chrono::steady_clock::now();
     session->append(ids.data(), static_cast<int>(ids.size()));
+    const double prefill_s = seconds_since(t0);
     // A BPE token may end inside a UTF-8 character: the stream holds such bytes back and
     // prints the character whole, so the output equals the decode of the whole sequence.
     Utf8Stream stream(static_cast<size_t>(tok->max_token_bytes()));
-    session->generate(a.n, a.sampler, *tok, stream, [](std::string_view text) {
+    // Text that may begin a stop string is held back until decided (runtime/stop_strings.h).
+    std::unique_ptr<StopStrings> stops;
+    if (!stop_list.empty()) stops = std::make_unique<StopStrings>(stop_list, 3 * static_cast<size_t>(tok->max_token_bytes() + 4));
+    const GenerateResult r = session->generate(a.n, a.sampler, *tok, stream, [](std::string_view text) {
         std::fwrite(text.data(), 1, text.size(), stdout);
         std::fflush(stdout);
-    });
+    }, {}, stops.get());
     std::fputc('\n', stdout);
+    if (a.stats) {
+        std::fflush(stdout);
+        print_stats(static_cast<int>(ids.size()), prefill_s, r);
+    }
     return 0;
 }
 

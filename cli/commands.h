@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "converter/convert.h"
 #include "runtime/model.h"
@@ -21,9 +22,14 @@ int cmd_info(const std::string& model_path, int threads = 0, bool json = false);
 
 struct GenerateArgs {
     std::string model;
-    std::string prompt;
+    std::string prompt;       // -p: the text itself
+    std::string prompt_file;  // -f: a file read byte for byte, "-" = stdin (excludes -p)
+    bool escape = false;      // -e: \n, \t, \\ in -p and --stop as their characters
+    bool skip_unknown = false;  // drop prompt characters outside a char model's vocabulary (counted on stderr)
+    bool stats = false;       // --stats: prefill and decode tokens/s, time to first token, on stderr
     int n = 200;
     SamplerOptions sampler;
+    std::vector<std::string> stops;  // --stop: generation ends at the first; not printed
     std::string context = "exact";
     int threads = 0;
     std::string backend = "auto";  // cpu | cuda | auto

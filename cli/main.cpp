@@ -10,11 +10,48 @@
 #include "cli/commands.h"
 #include "cli/finetune_cmd.h"
 #include "runtime/error.h"
+#include "runtime/gen_options.h"
+#include "runtime/suggest.h"
 
 using namespace ember;
 
 namespace {
 constexpr int kMaxThreads = 256;
+
+// Every name of cmd's options ("--top-k", "-n"), for suggestions.
+std::vector<std::string> option_names(const CLI::App* cmd) {
+    std::vector<std::string> names;
+    for (const CLI::Option* o : cmd->get_options()) {
+        for (const std::string& l : o->get_lnames()) names.push_back("--" + l);
+        for (const std::string& s : o->get_snames()) names.push_back("-" + s);
+    }
+    return names;
+}
+
+// The first argument a given subcommand did not take (subcommands allow extras, so that a
+// mistyped option is named with the nearest one before any missing option is): "" if none.
+std::string unknown_argument(const CLI::App& app) {
+    for (const CLI::App* sub : app.get_subcommands()) {
+        const std::vector<std::string> rest = sub->remaining();
+        if (rest.empty()) continue;
+        const std::string& w = rest.front();
+        if (w.size() > 1 && w[0] == '-')
+            return sub->get_name() + ": unknown option " + w + did_you_mean(w.substr(0, w.find('=')), option_names(sub));
+        return sub->get_name() + ": unexpected argument '" + w + "'";
+    }
+    return "";
+}
+
+// A first argument that is no subcommand: "unknown command X; did you mean Y?", or "".
+std::string unknown_command(const CLI::App& app, int argc, char** argv) {
+    if (argc < 2 || argv[1][0] == '-' || argv[1][0] == '\0') return "";
+    std::vector<std::string> names;
+    for (const CLI::App* sub : app.get_subcommands({})) {
+        if (sub->get_name() == argv[1]) return "";
+        names.push_back(sub->get_name());
+    }
+    return std::string("unknown command ") + argv[1] + did_you_mean(argv[1], names);
+}
 
 // --no-mmap and --mlock (runtime/model.h, LoadOptions), as llama.cpp spells them.
 void add_load_flags(CLI::App* cmd, LoadOptions& load) {
@@ -65,15 +102,25 @@ int main(int argc, char** argv) {
     cli::GenerateArgs gen;
     auto* g = app.add_subcommand("generate", "generate text, streamed to stdout");
     g->add_option("-m,--model", gen.model, ".ember file")->required();
-    g->add_option("-p,--prompt", gen.prompt, "prompt text (default: start from id 0, as the lecture does)");
-    g->add_option("-n", gen.n, "new tokens")->capture_default_str()->check(CLI::Range(0, 1 << 30));
-    g->add_option("--temperature", gen.sampler.temperature, "0 = greedy")->capture_default_str();
-    g->add_option("--top-k", gen.sampler.top_k, "keep the k most likely (0 = off)")->capture_default_str();
-    g->add_option("--top-p", gen.sampler.top_p, "nucleus mass (1 = off)")->capture_default_str();
-    g->add_option("--seed", gen.sampler.seed, "sampling seed (the same seed gives the same text)")
-        ->capture_default_str()
-        ->check(CLI::Validator([](std::string& v) { return v.rfind('-', 0) == 0 ? std::string("must be >= 0") : std::string(); },
-                               "UINT"));
+    auto* prompt_opt = g->add_option("-p,--prompt", gen.prompt, "prompt text (default: start from the tokenizer's start id, as the lecture does)");
+    g->add_option("-f,--prompt-file", gen.prompt_file, "prompt from FILE, byte for byte (- = standard input)")->excludes(prompt_opt);
+    g->add_flag("-e,--escape", gen.escape, "turn \\n, \\t and \\\\ in -p and --stop into their characters");
+    g->add_flag("--skip-unknown", gen.skip_unknown, "drop prompt characters outside the model's vocabulary (and say how many on stderr)");
+    g->add_flag("--stats", gen.stats, "print prefill and decode tokens/s and the time to first token on stderr");
+    // The sampling options: runtime/gen_options.h's table, which the console's gen and set use too.
+    GenOverrides gen_over;
+    for (const GenOptionSpec& spec : kGenOptions) {
+        const GenOptionSpec* sp = &spec;
+        auto* o = g->add_option(spec.names, [sp, &gen_over](const CLI::results_t& values) {
+            for (const std::string& v : values) {
+                const std::string bad = parse_gen_option(sp->id, v, gen_over);
+                if (!bad.empty()) throw CLI::ValidationError(bad);
+            }
+            return true;
+        }, spec.help);
+        o->type_name(spec.value)->expected(1);
+        o->multi_option_policy(spec.id == GenOption::Stop ? CLI::MultiOptionPolicy::TakeAll : CLI::MultiOptionPolicy::TakeLast);
+    }
     g->add_option("--context", gen.context, "exact | shift | ring")->capture_default_str();
     g->add_option("--threads", gen.threads, "0 = all cores")->capture_default_str()->check(CLI::Range(0, kMaxThreads));
     g->add_option("--backend", gen.backend, "cpu | cuda | auto (CUDA when a GPU is present)")->capture_default_str();
@@ -154,8 +201,15 @@ int main(int argc, char** argv) {
     cli::AttnArgs at;
     auto* atc = cli::add_attn_command(app, at);
 
+    for (CLI::App* sub : app.get_subcommands({})) sub->allow_extras();
+    auto parse_error = [](const std::string& msg) {
+        std::fprintf(stderr, "ember: error: %s (see ember --help)\n", msg.c_str());
+        return 1;
+    };
+    if (const std::string bad = unknown_command(app, argc, argv); !bad.empty()) return parse_error(bad);
     try {
         app.parse(argc, argv);
+        if (const std::string bad = unknown_argument(app); !bad.empty()) return parse_error(bad);
     } catch (const CLI::CallForHelp& e) {
         return app.exit(e);
     } catch (const CLI::CallForAllHelp& e) {
@@ -163,11 +217,11 @@ int main(int argc, char** argv) {
     } catch (const CLI::CallForVersion& e) {
         return app.exit(e);
     } catch (const CLI::ParseError& e) {
-        // One line, as every other error: the first line of CLI11's message.
+        // A mistyped option first (it may be why a required one is missing); else one line,
+        // as every other error: the first line of CLI11's message.
+        if (const std::string bad = unknown_argument(app); !bad.empty()) return parse_error(bad);
         std::string msg = e.what();
-        msg = msg.substr(0, msg.find('\n'));
-        std::fprintf(stderr, "ember: error: %s (see ember --help)\n", msg.c_str());
-        return 1;
+        return parse_error(msg.substr(0, msg.find('\n')));
     }
     auto run = [&]() -> int {
         try {
@@ -181,7 +235,11 @@ int main(int argc, char** argv) {
                 return cli::cmd_convert(conv);
             }
             if (*i) return cli::cmd_info(info_model, info_threads, info_json);
-            if (*g) return cli::cmd_generate(gen);
+            if (*g) {
+                gen_over.apply(gen.sampler, gen.n);
+                gen.stops = gen_over.stops;
+                return cli::cmd_generate(gen);
+            }
             if (*e) return cli::cmd_eval(ev);
             if (*b) return cli::cmd_bench(be);
             if (*f) return cli::cmd_flash(fl);

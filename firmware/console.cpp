@@ -18,6 +18,7 @@
 #include "runtime/error.h"
 #include "runtime/eval.h"
 #include "runtime/finetune.h"
+#include "runtime/stop_strings.h"
 #include "runtime/utf8.h"
 
 namespace ember::fw {
@@ -225,53 +226,68 @@ void Console::cmd_gen(const Command& c) {
     SamplerOptions so = sampler_;
     int n = n_;
     const SettingsDelta& d = c.settings;
-    if (d.n) n = *d.n;
-    if (d.temperature) so.temperature = *d.temperature;
-    if (d.top_k) so.top_k = *d.top_k;
-    if (d.top_p) so.top_p = *d.top_p;
-    if (d.seed) so.seed = *d.seed;
+    d.gen.apply(so, n);
     so.validate();
+    // gen's --stop strings replace the set ones for this run.
+    const std::vector<std::string>& stop_list = d.gen.stops.empty() ? stops_ : d.gen.stops;
+    std::unique_ptr<StopStrings> stops;
+    if (!stop_list.empty()) stops = std::make_unique<StopStrings>(stop_list, 3 * static_cast<size_t>(tok_->max_token_bytes() + 4));
     // As `ember generate`: no text starts from the tokenizer's start id.
-    const std::vector<int> ids = c.text.empty() ? std::vector<int>{tok_->start_id()} : tok_->encode(c.text, "prompt");
+    int64_t skipped = 0;
+    std::vector<int> ids{tok_->start_id()};
+    if (!c.text.empty()) ids = c.skip_unknown ? encode_training_text(*model_, c.text, "prompt", true, &skipped) : tok_->encode(c.text, "prompt");
+    if (ids.empty()) fail("prompt: no character of it is in the vocabulary (--skip-unknown dropped all ", skipped, ")");
     session_->reset();
     stream_->finish();  // empty (a gen that failed mid-way may have left bytes)
-    if (!c.text.empty()) write(c.text);
+    if (!c.text.empty()) write(skipped > 0 ? tok_->decode(ids) : c.text);  // the text the model reads
     const auto t0 = std::chrono::steady_clock::now();
     session_->append(ids.data(), static_cast<int>(ids.size()));
     // The runtime's generate loop; Ctrl-C (0x03) is polled before each token.
     const GenerateResult r = session_->generate(n, so, *tok_, *stream_, [this](std::string_view text) { write(text); },
-                                                [this] { return poll_interrupt(); });
+                                                [this] { return poll_interrupt(); }, stops.get());
     const int made = r.tokens;
     const bool stopped = r.stopped;
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     write("\n");
     report_dropped();
+    const std::string notes = (r.stop >= 0 ? "; stop string \"" + printable(stop_list[r.stop], 40) + "\"" : std::string()) +
+                              (skipped > 0 ? "; " + std::to_string(skipped) + " prompt characters outside the vocabulary skipped" : std::string());
     if (stopped) {
         write("^C\n");
-        ok("gen interrupted after " + std::to_string(made) + " tokens");
+        ok("gen interrupted after " + std::to_string(made) + " tokens" + notes);
     } else {
-        ok("gen " + std::to_string(made) + " tokens in " + fmt("%.2f", s) + " s (" + fmt("%.1f", s > 0 ? made / s : 0.0) + " tokens/s)");
+        ok("gen " + std::to_string(made) + " tokens in " + fmt("%.2f", s) + " s (" + fmt("%.1f", s > 0 ? made / s : 0.0) + " tokens/s)" + notes);
     }
 }
 
 void Console::cmd_set(const Command& c) {
     const SettingsDelta& d = c.settings;
     SamplerOptions so = sampler_;
-    if (d.temperature) so.temperature = *d.temperature;
-    if (d.top_k) so.top_k = *d.top_k;
-    if (d.top_p) so.top_p = *d.top_p;
-    if (d.seed) so.seed = *d.seed;
+    int n = n_;
+    d.gen.apply(so, n);
     so.validate();
+    constexpr size_t kMaxStops = 16;  // what a person sets by hand; each costs a search per token
+    if ((d.clear_stops ? 0 : stops_.size()) + d.gen.stops.size() > kMaxStops)
+        fail("set stop: at most ", kMaxStops, " stop strings (set stop off clears them)");
     sampler_ = so;
-    if (d.n) n_ = *d.n;
+    n_ = n;
+    if (d.clear_stops) stops_.clear();
+    stops_.insert(stops_.end(), d.gen.stops.begin(), d.gen.stops.end());
     if (d.echo) echo_ = *d.echo;
     if (d.context && *d.context != context_) {
         context_ = *d.context;
         if (model_) new_session();
     }
-    ok("n " + std::to_string(n_) + ", temperature " + fmt("%g", sampler_.temperature) + ", top_k " + std::to_string(sampler_.top_k) +
-       ", top_p " + fmt("%g", sampler_.top_p) + ", seed " + std::to_string(sampler_.seed) + ", context " + context_ + ", echo " +
-       (echo_ ? "on" : "off"));
+    ok(settings_text() + ", echo " + (echo_ ? "on" : "off"));
+}
+
+std::string Console::settings_text() const {
+    std::string stops;
+    for (const std::string& s : stops_) stops += (stops.empty() ? "\"" : " \"") + printable(s, 40) + "\"";
+    return "n " + std::to_string(n_) + ", temperature " + fmt("%g", sampler_.temperature) + ", top-k " + std::to_string(sampler_.top_k) +
+           ", top-p " + fmt("%g", sampler_.top_p) + ", seed " + std::to_string(sampler_.seed) + ", repeat-penalty " +
+           fmt("%g", sampler_.repeat_penalty) + ", repeat-last-n " + std::to_string(sampler_.repeat_last_n) + ", stop " +
+           (stops.empty() ? std::string("none") : stops) + ", context " + context_;
 }
 
 void Console::cmd_info() {
@@ -290,8 +306,7 @@ void Console::cmd_info() {
     } else {
         write("model: none loaded\n");
     }
-    write("settings: n " + std::to_string(n_) + ", temperature " + fmt("%g", sampler_.temperature) + ", top_k " + std::to_string(sampler_.top_k) +
-          ", top_p " + fmt("%g", sampler_.top_p) + ", seed " + std::to_string(sampler_.seed) + ", context " + context_ + "\n");
+    write("settings: " + settings_text() + "\n");
     ok("info");
 }
 

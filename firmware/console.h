@@ -8,6 +8,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "firmware/console_parser.h"
 #include "firmware/event_log.h"
@@ -64,6 +65,7 @@ private:
     void dispatch(const Command& c);
     void cmd_gen(const Command& c);
     void cmd_set(const Command& c);
+    std::string settings_text() const;  // the settings, one line
     void cmd_info();
     void cmd_models();
     void cmd_load(const std::string& name, bool remember);
@@ -85,6 +87,7 @@ private:
     // The settings gen starts from (set changes them).
     int n_ = 200;
     SamplerOptions sampler_;
+    std::vector<std::string> stops_;  // set stop STR: the stop strings of every gen that gives none
     std::string context_ = "exact";
     bool echo_;
     // The loaded model.

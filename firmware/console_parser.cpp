@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "firmware/flash.h"
+#include "runtime/suggest.h"
 #include "runtime/utf8.h"
 
 namespace ember::fw {
@@ -63,22 +64,38 @@ float parse_float(std::string_view w, const char* what) {
     return v;
 }
 
-// Applies KEY VALUE to d; shared by `set` and gen's options.
+std::string unescape(std::string_view s, const char* what) {
+    std::string out, why;
+    if (!unescape_text(s, out, why)) throw Bad{std::string(what) + ": " + why};
+    return out;
+}
+
+const std::vector<std::string>& command_names() {
+    static const std::vector<std::string> names{"gen", "set", "info", "models", "load", "eval", "finetune", "adapter", "flash", "attn", "help"};
+    return names;
+}
+
+// The set keys, for messages and suggestions.
+std::vector<std::string> setting_names() {
+    std::vector<std::string> keys;
+    for (const GenOptionSpec& s : kGenOptions) keys.emplace_back(s.set_key);
+    keys.emplace_back("context");
+    keys.emplace_back("echo");
+    return keys;
+}
+
+// A gen option and its value (escapes undone in a --stop string) into d.
+void apply_gen_option(const GenOptionSpec& spec, std::string_view value, SettingsDelta& d) {
+    const std::string v = spec.id == GenOption::Stop ? unescape(value, "--stop") : std::string(value);
+    const std::string bad = parse_gen_option(spec.id, v, d.gen);
+    if (!bad.empty()) throw Bad{bad};
+}
+
+// `set KEY VALUE` into d.
 void apply_setting(const std::string& key, std::string_view value, SettingsDelta& d) {
-    if (key == "n") {
-        d.n = static_cast<int>(parse_int(value, "n", 0, kMaxGenTokens));
-    } else if (key == "temperature" || key == "t") {
-        const float t = parse_float(value, "temperature");
-        if (t < 0 || t > 100) throw Bad{"temperature " + std::string(value) + " not in 0..100 (0 = greedy)"};
-        d.temperature = t;
-    } else if (key == "top_k" || key == "k") {
-        d.top_k = static_cast<int>(parse_int(value, "top_k", 0, 1000000));
-    } else if (key == "top_p" || key == "p") {
-        const float p = parse_float(value, "top_p");
-        if (!(p > 0 && p <= 1)) throw Bad{"top_p " + std::string(value) + " not in (0, 1]"};
-        d.top_p = p;
-    } else if (key == "seed") {
-        d.seed = parse_u64(value, "seed");
+    if (const GenOptionSpec* spec = find_gen_set_key(key)) {
+        if (spec->id == GenOption::Stop && value == "off") d.clear_stops = true;
+        else apply_gen_option(*spec, value, d);
     } else if (key == "context") {
         if (value != "exact" && value != "shift" && value != "ring") throw Bad{"context '" + printable(value, 40) + "': exact | shift | ring"};
         d.context = std::string(value);
@@ -86,25 +103,10 @@ void apply_setting(const std::string& key, std::string_view value, SettingsDelta
         if (value != "on" && value != "off") throw Bad{"echo '" + printable(value, 40) + "': on | off"};
         d.echo = value == "on";
     } else {
-        throw Bad{"unknown setting '" + printable(key, 40) + "' (n, temperature, top_k, top_p, seed, context, echo)"};
+        std::string keys;
+        for (const std::string& k : setting_names()) keys += (keys.empty() ? "" : ", ") + k;
+        throw Bad{"unknown setting '" + printable(key, 40) + "'" + did_you_mean(key, setting_names()) + " (" + keys + ")"};
     }
-}
-
-std::string unescape(std::string_view s) {
-    std::string out;
-    for (size_t i = 0; i < s.size(); ++i) {
-        if (s[i] != '\\') {
-            out += s[i];
-            continue;
-        }
-        if (i + 1 == s.size()) throw Bad{"text ends with a lone backslash (write \\\\)"};
-        const char c = s[++i];
-        if (c == 'n') out += '\n';
-        else if (c == 't') out += '\t';
-        else if (c == '\\') out += '\\';
-        else throw Bad{std::string("unknown escape \\") + printable(std::string_view(&c, 1)) + " in text (\\n, \\t, \\\\)"};
-    }
-    return out;
 }
 
 void expect_end(std::string_view s, size_t pos, const char* cmd) {
@@ -137,21 +139,30 @@ Command parse(std::string_view line) {
             const std::string_view opt = next_word(line, p);
             if (opt.empty() || opt[0] != '-') break;  // the text starts here
             pos = p;
-            if (opt == "--") break;
-            const char* key = opt == "-n" ? "n" : opt == "-t" ? "t" : opt == "-k" ? "k" : opt == "-p" ? "p" : opt == "--seed" ? "seed" : nullptr;
-            if (!key) throw Bad{"gen: unknown option '" + printable(opt, 40) + "' (-n -t -k -p --seed; -- before a text that starts with '-')"};
+            if (opt == "--" || opt == "-p" || opt == "--prompt") break;  // the rest of the line is the text
+            if (opt == "--skip-unknown") {
+                c.skip_unknown = true;
+                continue;
+            }
+            const GenOptionSpec* spec = find_gen_option(opt);
+            if (!spec) {
+                std::vector<std::string> names = all_gen_option_names();
+                names.insert(names.end(), {"--skip-unknown", "--prompt"});
+                throw Bad{"gen: unknown option '" + printable(opt, 40) + "'" + did_you_mean(opt, names) +
+                          " (see help; -- or -p before a text that starts with '-')"};
+            }
             const std::string_view value = next_word(line, pos);
             if (value.empty()) throw Bad{"gen: option " + std::string(opt) + " needs a value"};
-            apply_setting(key, value, c.settings);
+            apply_gen_option(*spec, value, c.settings);
         }
-        c.text = unescape(rest_of(line, pos));
+        c.text = unescape(rest_of(line, pos), "text");
         return c;
     }
     if (word == "set") {
         c.kind = CommandKind::Set;
         const std::string key(next_word(line, pos));
         const std::string_view value = next_word(line, pos);
-        if (key.empty() || value.empty()) throw Bad{"set: usage: set KEY VALUE (n, temperature, top_k, top_p, seed, context, echo)"};
+        if (key.empty() || value.empty()) throw Bad{"set: usage: set KEY VALUE (see help)"};
         expect_end(line, pos, "set");
         apply_setting(key, value, c.settings);
         return c;
@@ -209,8 +220,10 @@ Command parse(std::string_view line) {
                 if (const std::string bad = check_model_name(std::string(v)); !bad.empty()) throw Bad{"finetune: " + std::string(opt) + ": " + bad};
                 (opt == "--name" ? f.name : f.resume) = std::string(v);
             } else {
-                throw Bad{"finetune: unknown option '" + printable(opt, 40) +
-                          "' (--steps --lr --rank --alpha --batch --seq --seed --eval-every --name --resume --skip-unknown)"};
+                static const std::vector<std::string> names{"--steps", "--lr", "--rank", "--alpha", "--batch", "--seq",
+                                                            "--seed", "--eval-every", "--name", "--resume", "--skip-unknown"};
+                throw Bad{"finetune: unknown option '" + printable(opt, 40) + "'" + did_you_mean(opt, names) +
+                          " (--steps --lr --rank --alpha --batch --seq --seed --eval-every --name --resume --skip-unknown)"};
             }
         }
         c.file = std::string(next_word(line, pos));
@@ -246,11 +259,11 @@ Command parse(std::string_view line) {
             const int x = static_cast<int>(parse_int(v, std::string(opt).c_str(), opt == "--top" ? 1 : 0, 1 << 16));
             (opt == "--layer" ? c.attn.layer : opt == "--head" ? c.attn.head : c.attn.top) = x;
         }
-        c.text = unescape(rest_of(line, pos));
+        c.text = unescape(rest_of(line, pos), "attn");
         if (c.text.empty()) throw Bad{"attn: usage: attn [--layer L] [--head H] [--top K] [--] TEXT"};
         return c;
     }
-    throw Bad{"unknown command '" + printable(word, 40) + "' (try help)"};
+    throw Bad{"unknown command '" + printable(word, 40) + "'" + did_you_mean(word, command_names()) + " (try help)"};
 }
 
 }  // namespace
@@ -268,8 +281,11 @@ ParseResult parse_command(std::string_view line) {
 
 const char* console_help() {
     return "commands:\n"
-           "  gen [-n N] [-t T] [-k K] [-p P] [--seed S] [--] TEXT   generate after TEXT (\\n \\t \\\\ escapes); Ctrl-C stops\n"
-           "  set KEY VALUE      defaults for gen: n, temperature, top_k, top_p, seed, context (exact|shift|ring), echo (on|off)\n"
+           "  gen [-n N] [--temperature T] [--top-k K] [--top-p P] [--seed S] [--repeat-penalty R] [--repeat-last-n N]\n"
+           "      [--stop STR]... [--skip-unknown] [-- | -p] TEXT   generate after TEXT (\\n \\t \\\\ escapes); Ctrl-C stops\n"
+           "      (ember generate's options, --temp for --temperature, --tokens for -n; a --stop STR is not printed)\n"
+           "  set KEY VALUE      defaults for gen: n, temperature, top-k, top-p, seed, repeat-penalty, repeat-last-n,\n"
+           "                     stop (adds one; stop off clears), context (exact|shift|ring), echo (on|off)\n"
            "  info               the loaded model and the settings\n"
            "  models             the models installed\n"
            "  load NAME          load NAME.ember\n"

@@ -3,9 +3,14 @@
 // checked, the line must be UTF-8 without control characters (tab aside).
 //
 //   help | info | models | flash
-//   gen [-n N] [-t T] [-k K] [-p P] [--seed S] [--] TEXT   (TEXT: the rest of the line,
-//        with \n, \t and \\ escapes; TEXT may be empty: start from id 0)
-//   set KEY VALUE   KEY: n | temperature (t) | top_k (k) | top_p (p) | seed | context | echo
+//   gen [OPTION VALUE]... [--skip-unknown] [-- | -p | --prompt] TEXT
+//        OPTION: ember generate's sampling options (runtime/gen_options.h: -n, --tokens,
+//        --temperature, --temp, --top-k, --top-p, --seed, --repeat-penalty, --repeat-last-n,
+//        --stop STR, repeatable); TEXT: the rest of the line, with \n, \t and \\ escapes (as
+//        is a --stop STR); TEXT may be empty: start from the tokenizer's start id
+//   set KEY VALUE   KEY: a gen option's set key (n, temperature, top-k, top-p, seed,
+//        repeat-penalty, repeat-last-n, stop: adds one, `stop off` clears them; `_` for `-`
+//        and the long names work too) | context | echo
 //   load NAME
 //   eval [--split val|all] FILE
 //   finetune [--steps N] [--lr LR] [--rank R] [--alpha A] [--batch B] [--seq T] [--seed S]
@@ -19,9 +24,9 @@
 #include <string>
 #include <string_view>
 
-namespace ember::fw {
+#include "runtime/gen_options.h"
 
-constexpr int kMaxGenTokens = 1 << 20;
+namespace ember::fw {
 
 enum class CommandKind { Empty, Help, Gen, Set, Info, Models, Load, Eval, Flash, Finetune, Adapter, Attn };
 
@@ -44,11 +49,8 @@ struct FinetuneRequest {
 
 // Settings a `gen` overrides for one run, or `set` changes for good. Unset = unchanged.
 struct SettingsDelta {
-    std::optional<int> n;                // 0 .. kMaxGenTokens
-    std::optional<float> temperature;    // finite, 0 .. 100
-    std::optional<int> top_k;            // 0 .. 1000000 (0 = off)
-    std::optional<float> top_p;          // (0, 1]
-    std::optional<uint64_t> seed;
+    GenOverrides gen;                    // ranges in runtime/gen_options.h; stops unescaped
+    bool clear_stops = false;            // set stop off
     std::optional<std::string> context;  // exact | shift | ring
     std::optional<bool> echo;
 };
@@ -64,6 +66,7 @@ struct Command {
     CommandKind kind = CommandKind::Empty;
     SettingsDelta settings;  // gen, set
     std::string text;        // gen: the prompt, unescaped
+    bool skip_unknown = false;  // gen --skip-unknown: drop prompt characters outside the vocabulary
     std::string name;        // load, adapter
     std::string file;        // eval
     bool eval_all = false;   // eval --split all

@@ -13,12 +13,15 @@ namespace ember {
 
 // Host buffers a Session keeps its bookkeeping in, owned by the backend's plan (so that a
 // caller-owned arena holds them too): history [S] and window [S] token ids for the context
-// policies (context.h), sampler scratch [V] floats and [V] ints.
+// policies (context.h), sampler scratch [V] floats and [V] ints, and the repetition
+// penalty's (sampler.h) penalized logits [V] and recent ids [S].
 struct HostScratch {
     int* history = nullptr;
     int* window = nullptr;
     float* sampler_probs = nullptr;
     int* sampler_ids = nullptr;
+    float* repeat_logits = nullptr;
+    int* repeat_ids = nullptr;
 };
 
 class Backend {

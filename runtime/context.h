@@ -83,6 +83,15 @@ public:
         }
     }
 
+    // The newest min(n, tokens seen, S) ids appended, oldest first, copied to out [S] (for the
+    // repetition penalty; n = -1 or n > S: S). Returns the count. Allocates nothing.
+    int recent(int n, int* out) const {
+        int64_t k = n < 0 || n > S_ ? S_ : n;
+        k = std::min<int64_t>(k, n_seen_);
+        for (int64_t i = 0; i < k; ++i) out[i] = history_[(n_seen_ - k + i) % S_];
+        return static_cast<int>(k);
+    }
+
 private:
     void push_history(const int* ids, int n) {
         for (int i = 0; i < n; ++i) history_[(n_seen_ + i) % S_] = ids[i];

@@ -60,6 +60,8 @@ MemoryPlan plan_memory(const Model& model, int threads, bool all_logits, int lor
     p.window = take(S * sizeof(int));
     p.sampler_probs = take(V * f4);
     p.sampler_ids = take(V * sizeof(int));
+    p.repeat_logits = take(V * f4);
+    p.repeat_ids = take(S * sizeof(int));
     p.lora_u = take(S * static_cast<size_t>(lora_rank) * f4);
     p.total = a.total();
     return p;
@@ -100,7 +102,8 @@ CpuBackend::~CpuBackend() {
 }
 
 HostScratch CpuBackend::host_scratch() {
-    return {buf<int>(plan_.history), buf<int>(plan_.window), buf<float>(plan_.sampler_probs), buf<int>(plan_.sampler_ids)};
+    return {buf<int>(plan_.history), buf<int>(plan_.window), buf<float>(plan_.sampler_probs), buf<int>(plan_.sampler_ids),
+            buf<float>(plan_.repeat_logits), buf<int>(plan_.repeat_ids)};
 }
 
 const float* CpuBackend::forward(const int* ids, int T, int pos0, int row0, int n_keys0, bool all_rows) {

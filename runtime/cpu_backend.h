@@ -33,6 +33,8 @@ struct MemoryPlan {
     size_t window = 0;         // [S] token ids of a recomputed window, oldest first
     size_t sampler_probs = 0;  // [V]
     size_t sampler_ids = 0;    // [V]
+    size_t repeat_logits = 0;  // [V] the logits with the repetition penalty
+    size_t repeat_ids = 0;     // [S] the recent ids it looks at
     size_t lora_u = 0;         // [S, r] LoRA's A x (0 bytes without an adapter)
     size_t total = 0;
     int logit_rows = 1;

@@ -143,6 +143,8 @@ CudaBackend::CudaBackend(const Model& model, const SessionOptions& opts) : model
         gemm_ = std::make_unique<cuda::Gemm>(dev<void>(plan_.workspace), plan_.workspace_bytes);
         sampler_probs_.assign(V, 0.0f);
         sampler_ids_.assign(V, 0);
+        repeat_logits_.assign(V, 0.0f);
+        repeat_ids_.assign(S, 0);
         history_.assign(S, 0);
         window_.assign(S, 0);
         capture_decode_graph();

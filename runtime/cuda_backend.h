@@ -65,7 +65,8 @@ public:
 
     // Logits in pinned host memory.
     const float* forward(const int* ids, int T, int pos0, int row0, int n_keys0, bool all_rows) override;
-    HostScratch host_scratch() override { return {history_.data(), window_.data(), sampler_probs_.data(), sampler_ids_.data()}; }
+    HostScratch host_scratch() override { return {history_.data(), window_.data(), sampler_probs_.data(), sampler_ids_.data(),
+                                                     repeat_logits_.data(), repeat_ids_.data()}; }
     const char* name() const override { return "cuda"; }
     size_t arena_bytes() const override { return plan_.total; }
     std::string describe() const override;
@@ -99,6 +100,8 @@ private:
     ModelWeights w_;  // the model's views, pointing into the device allocation
     std::vector<float> sampler_probs_;
     std::vector<int> sampler_ids_;
+    std::vector<float> repeat_logits_;  // [V]
+    std::vector<int> repeat_ids_;       // [S]
     std::vector<int> history_, window_;  // [S] each: the Session's context bookkeeping
     std::string graph_error_;
 };

@@ -19,11 +19,33 @@ void SamplerOptions::validate() const {
     if (!(temperature >= 0.0f) || !std::isfinite(temperature)) fail("temperature ", full(temperature), " must be a finite number >= 0");
     if (top_k < 0) fail("top-k ", top_k, " must be >= 0 (0 = off)");
     if (!(top_p > 0.0f && top_p <= 1.0f)) fail("top-p ", full(top_p), " must be in (0, 1]");
+    if (!(repeat_penalty > 0.0f) || !std::isfinite(repeat_penalty))
+        fail("repeat-penalty ", full(repeat_penalty), " must be a finite number > 0 (1 = off)");
+    if (repeat_last_n < -1) fail("repeat-last-n ", repeat_last_n, " must be >= -1 (0 = off, -1 = the context size)");
+}
+
+void apply_repeat_penalty(float* logits, int V, const int* recent, int n, float penalty) {
+    (void)V;  // the ids were checked against V when they were appended
+    for (int j = 0; j < n; ++j) {
+        const int id = recent[j];
+        bool seen = false;  // a repeated id: the first occurrence already penalized it
+        for (int k = 0; k < j && !seen; ++k) seen = recent[k] == id;
+        if (seen) continue;
+        const float l = logits[id];
+        logits[id] = l > 0.0f ? l / penalty : l * penalty;
+    }
 }
 
 Sampler::Sampler(const SamplerOptions& opts, int vocab_size, float* scratch_probs, int* scratch_ids)
     : opts_(opts), V_(vocab_size), probs_(scratch_probs), ids_(scratch_ids), rng_(opts.seed) {
     opts_.validate();
+}
+
+int Sampler::sample(const float* logits, const int* recent, int n, float* penalized) {
+    if (opts_.repeat_penalty == 1.0f || n <= 0) return sample(logits);
+    std::copy(logits, logits + V_, penalized);
+    apply_repeat_penalty(penalized, V_, recent, n, opts_.repeat_penalty);
+    return sample(penalized);
 }
 
 int Sampler::sample(const float* logits) {

@@ -7,7 +7,9 @@
 //   NaN logits (weights that overflow) rank as -inf and are never drawn; a +inf logit wins;
 //   then one draw from a seeded std::mt19937_64 (the same seed gives the same text on every
 //   platform: the draw uses the generator's raw bits, no std:: distribution).
-// Options are checked by validate(): temperature >= 0 and finite, top_k >= 0, 0 < top_p <= 1.
+// Before all of these, the repetition penalty (apply_repeat_penalty below) when one is given.
+// Options are checked by validate(): temperature >= 0 and finite, top_k >= 0, 0 < top_p <= 1,
+// repeat_penalty finite and > 0, repeat_last_n >= -1.
 #pragma once
 
 #include <cstdint>
@@ -20,9 +22,21 @@ struct SamplerOptions {
     int top_k = 0;
     float top_p = 1.0f;
     uint64_t seed = 1337;
+    // llama.cpp's --repeat-penalty / --repeat-last-n (apply_repeat_penalty): R = 1 is off,
+    // N = 0 is off, N = -1 is the context size (block_size); N is clamped to block_size, the
+    // tokens the session keeps.
+    float repeat_penalty = 1.0f;
+    int repeat_last_n = 64;
 
     void validate() const;  // throws ember::Error naming the option
 };
+
+// The repetition penalty of llama.cpp (llama_sampler_penalties; CTRL, Keskar et al. 2019,
+// as Hugging Face's RepetitionPenaltyLogitsProcessor applies it): for each distinct id
+// among recent [n], logits[id] is divided by `penalty` when > 0, else multiplied by it.
+// logits [V] is changed in place; every id must lie in [0, V). Allocates nothing: an id is
+// looked for among the earlier ones of `recent` (O(n^2) compares, n <= block_size).
+void apply_repeat_penalty(float* logits, int V, const int* recent, int n, float penalty);
 
 class Sampler {
 public:
@@ -31,6 +45,10 @@ public:
 
     // Returns an id in [0, V). Allocates nothing.
     int sample(const float* logits);
+    // With the repetition penalty over recent [n] (the last tokens, the prompt's included):
+    // logits [V] are copied to penalized [V] (caller-owned scratch), penalized there, then
+    // sampled from. Without a penalty (repeat_penalty 1 or n 0) it is sample(logits).
+    int sample(const float* logits, const int* recent, int n, float* penalized);
 
 private:
     SamplerOptions opts_;

@@ -1,8 +1,11 @@
 #include "runtime/session.h"
 
+#include <chrono>
+
 #include "runtime/cpu_backend.h"
 #include "runtime/cuda_module.h"
 #include "runtime/error.h"
+#include "runtime/stop_strings.h"
 #include "runtime/text_stream.h"
 #include "runtime/tokenizer.h"
 
@@ -41,26 +44,53 @@ const float* Session::forward_window(const int* ids, int T) {
 }
 
 GenerateResult Session::generate(int n, const SamplerOptions& sampling, const Tokenizer& tok, Utf8Stream& stream,
-                                 const std::function<void(std::string_view)>& on_text, const std::function<bool()>& should_stop) {
+                                 const std::function<void(std::string_view)>& on_text, const std::function<bool()>& should_stop,
+                                 StopStrings* stops) {
     if (!logits_) fail("generate: the sequence is empty (append the prompt first)");
     Sampler sampler(sampling, tok.size(), scratch_.sampler_probs, scratch_.sampler_ids);
+    const bool penalty = sampling.repeat_penalty != 1.0f && sampling.repeat_last_n != 0;
+    if (stops) stops->reset();
+    // Text out, through the stop strings when there are any.
+    auto emit = [&](std::string_view text) {
+        if (stops) text = stops->feed(text);
+        if (!text.empty()) on_text(text);
+    };
+    const auto t0 = std::chrono::steady_clock::now();
+    auto since = [&t0] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
     GenerateResult r;
     for (int i = 0; i < n; ++i) {
         if (should_stop && should_stop()) {
             r.stopped = true;
             break;
         }
-        const int id = sampler.sample(logits_);
+        int id = 0;
+        if (penalty) {
+            const int k = ctx_.recent(sampling.repeat_last_n, scratch_.repeat_ids);
+            id = sampler.sample(logits_, scratch_.repeat_ids, k, scratch_.repeat_logits);
+        } else {
+            id = sampler.sample(logits_);
+        }
+        r.seconds = since();
+        if (r.tokens == 0) r.first_token_s = r.seconds;
         const std::string_view b = tok.token_bytes(id);
-        const std::string_view text = stream.feed(b.data(), b.size());  // whole characters only
-        if (!text.empty()) on_text(text);
+        emit(stream.feed(b.data(), b.size()));  // whole characters only
         ++r.tokens;
+        if (stops && stops->matched()) {
+            r.stop = stops->which();
+            break;
+        }
         if (i + 1 < n) append(&id, 1);
     }
     // The tail of a character the last token left incomplete (U+FFFD): the text equals the
-    // decode of the whole sequence.
-    const std::string_view tail = stream.finish();
-    if (!tail.empty()) on_text(tail);
+    // decode of the whole sequence. After a stop string, nothing more goes out.
+    if (!(stops && stops->matched())) {
+        emit(stream.finish());
+        if (stops && !stops->matched()) {
+            const std::string_view held = stops->finish();
+            if (!held.empty()) on_text(held);
+        }
+    }
+    stream.finish();  // empty it
     return r;
 }
 

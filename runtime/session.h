@@ -25,6 +25,7 @@ namespace ember {
 using kernels::KvDType;
 
 class LoraAdapter;
+class StopStrings;
 class Tokenizer;
 class Utf8Stream;
 
@@ -44,6 +45,9 @@ struct SessionOptions {
 struct GenerateResult {
     int tokens = 0;        // tokens sampled
     bool stopped = false;  // should_stop() ended it early
+    int stop = -1;         // the index of the stop string (StopStrings) that ended it, -1: none
+    double first_token_s = 0.0;  // seconds from the call to the first token sampled
+    double seconds = 0.0;        // seconds from the call to the last token sampled
 };
 
 class Session {
@@ -72,10 +76,14 @@ public:
     // never drawn), pass its bytes through `stream` (whole UTF-8 characters) to on_text,
     // append it (not after the last). should_stop (may be empty) is polled before each token.
     // At the end, a Ctrl-C included, the stream's incomplete tail (U+FFFD) goes to on_text.
+    // The repetition penalty (sampling.repeat_penalty, sampler.h) looks at the last
+    // repeat_last_n ids appended, the prompt's included. With `stops` (may be null; reset
+    // here), the text passes through it: generation ends with the token that completes a
+    // stop string, and the stop string is not passed to on_text.
     // The sequence must be started first (append the prompt ids). Allocates nothing per token.
     GenerateResult generate(int n, const SamplerOptions& sampling, const Tokenizer& tok, Utf8Stream& stream,
                             const std::function<void(std::string_view)>& on_text,
-                            const std::function<bool()>& should_stop = {});
+                            const std::function<bool()>& should_stop = {}, StopStrings* stops = nullptr);
 
     // [V] scratch for a Sampler.
     float* sampler_probs() const { return scratch_.sampler_probs; }

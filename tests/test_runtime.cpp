@@ -17,6 +17,7 @@
 #include "runtime/finetune.h"
 #include "runtime/cpu_backend.h"
 #include "runtime/session.h"
+#include "runtime/stop_strings.h"
 #include "runtime/text_stream.h"
 #include "runtime/tokenizer.h"
 #include "test_util.h"
@@ -108,6 +109,21 @@ TEST_CASE("decoding a token allocates nothing, in every policy, weight dtype and
             const long one = count(1);
             CHECK(count(3 * model->config().block_size) == one);
             CHECK(made == 1 + 3 * model->config().block_size);
+            // With the repetition penalty over the whole window and stop strings that hold
+            // text back (a space starts one) but never complete: the same.
+            SamplerOptions pen = sopt;
+            pen.repeat_penalty = 1.3f;
+            pen.repeat_last_n = -1;
+            StopStrings stops({" \x01", "e\x02\x03"}, 3 * static_cast<size_t>(btok->max_token_bytes() + 4));
+            auto count_stops = [&](int n) {
+                s.reset();
+                s.append(&id, 1);
+                const long at = g_allocations.load();
+                made += s.generate(n, pen, *btok, stream, [&](std::string_view) {}, {}, &stops).tokens;
+                return g_allocations.load() - at;
+            };
+            const long one_stop = count_stops(1);
+            CHECK(count_stops(3 * model->config().block_size) == one_stop);
         }
     }
 }
@@ -297,9 +313,11 @@ TEST_CASE("memory plan: the arena of the fixture model stays at its budget") {
     // The default KV cache is f16; an f32 one takes exactly L x S x C x 2 bytes more per cache
     // (4096: both caches stay 64-byte multiples). 30016 since the attention scores became four
     // rows per thread (prefill's four-query loops): 2 threads x 3 more rows x 16 x 4 bytes.
+    // 30272 since the repetition penalty's buffers: logits [37] f32 (192 bytes, 64-aligned)
+    // and recent ids [16] (64 bytes).
     const MemoryPlan p = plan_memory(*model, 2, false);
     CHECK(p.kv == KvDType::F16);
-    CHECK(p.total <= 30016);
+    CHECK(p.total <= 30272);
     const MemoryPlan e = plan_memory(*model, 2, true);
     CHECK(e.total - p.total < static_cast<size_t>(16 * 37 * 4 + 64));
     const MemoryPlan p32 = plan_memory(*model, 2, false, 0, KvDType::F32);

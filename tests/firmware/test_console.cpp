@@ -18,6 +18,8 @@
 #include "runtime/cpu_backend.h"
 #include "runtime/cuda_module.h"
 #include "runtime/session.h"
+#include "runtime/stop_strings.h"
+#include "runtime/text_stream.h"
 #include "runtime/tokenizer.h"
 #include "runtime/utf8.h"
 
@@ -111,6 +113,24 @@ std::string reference_generate(const std::string& path, const std::string& promp
     return out;
 }
 
+// The runtime's generate loop with every sampling option (what ember generate runs).
+std::string reference_generate_loop(const std::string& path, const std::string& prompt, int n, const SamplerOptions& o,
+                                    const std::vector<std::string>& stops, GenerateResult* r = nullptr) {
+    auto m = Model::open(path);
+    SessionOptions so;
+    so.threads = 1;
+    Session s(*m, so);
+    const auto tok = make_tokenizer(*m);
+    const auto ids = tok->encode(prompt, "prompt");
+    s.append(ids.data(), static_cast<int>(ids.size()));
+    Utf8Stream stream(static_cast<size_t>(tok->max_token_bytes()));
+    StopStrings st(stops, 64);
+    std::string out = prompt;
+    const GenerateResult g = s.generate(n, o, *tok, stream, [&](std::string_view t) { out += t; }, {}, stops.empty() ? nullptr : &st);
+    if (r) *r = g;
+    return out;
+}
+
 ConsoleOptions opts_for(const TempDir& dir) {
     ConsoleOptions o;
     o.models_dir = dir.path();
@@ -127,7 +147,8 @@ TEST_CASE("console: bad commands answer one ERR line and the console keeps runni
         {"frobnicate", "ERR unknown command 'frobnicate' (try help)\n"},
         {"gen hello", "ERR no model loaded: flash one (ember flash on the host) or load NAME\n"},
         {"gen -x 1 a", "ERR gen: unknown option '-x'"},
-        {"set top_p 2", "ERR top_p 2 not in (0, 1]\n"},
+        {"set top_p 2", "ERR --top-p 2 not in (0, 1]\n"},
+        {"gne", "ERR unknown command 'gne'; did you mean gen? (try help)\n"},
         {"load nothere", "ERR load: no model nothere"},
         {"load ../x", "ERR load: model name '../x' starts with '.'"},
         {"eval /nonexistent/file.txt", "ERR no model loaded"},
@@ -159,14 +180,14 @@ TEST_CASE("console: load, gen streams the runtime's text for a seed, settings, m
     CHECK(read_file(dir.file("current")) == "tiny\n");
     const std::string prompt = "The quick brown";
     for (uint64_t seed : {1ull, 42ull}) {
-        const std::string out = c.command("gen -n 60 --seed " + std::to_string(seed) + " -t 0.9 " + prompt);
+        const std::string out = c.command("gen -n 60 --seed " + std::to_string(seed) + " --temperature 0.9 " + prompt);
         const std::string want = reference_generate(dir.file("tiny.ember"), prompt, 60, seed, 0.9f);
         CHECK(out.substr(0, want.size() + 1) == want + "\n");
         CHECK(out.find("OK gen 60 tokens in ") == want.size() + 1);
         CHECK_NOTHROW(utf8_decode(out, "console output"));  // whole characters only
     }
     // gen without options uses the settings; set changes them.
-    CHECK(c.command("set seed 42").find("OK n 200, temperature 1, top_k 0, top_p 1, seed 42, context exact, echo off") == 0);
+    CHECK(c.command("set seed 42").find("OK n 200, temperature 1, top-k 0, top-p 1, seed 42, repeat-penalty 1, repeat-last-n 64, stop none, context exact, echo off") == 0);
     CHECK(c.command("set temperature 0.9").find("OK ") == 0);
     CHECK(c.command("set n 60").find("OK n 60,") == 0);
     const std::string out = c.command("gen " + prompt);
@@ -393,4 +414,46 @@ TEST_CASE("console: loads, refusals and errors are logged with an ISO 8601 UTC t
     tm t{};
     ::gmtime_r(&now, &t);
     CHECK(lines[0].substr(0, 4) == std::to_string(1900 + t.tm_year));
+}
+
+TEST_CASE("console: gen and set take --stop and --repeat-penalty, --skip-unknown, as the runtime's generate loop") {
+    TempDir dir;
+    write_file(dir.file("tiny.ember"), read_file(model_int8()));
+    PtyConsole c(opts_for(dir));
+    REQUIRE(c.command("load tiny").find("OK loaded tiny") == 0);
+    const std::string prompt = "The quick brown";
+    SamplerOptions o;
+    o.seed = 3;
+    o.temperature = 0.9f;
+    o.repeat_penalty = 1.5f;
+    o.repeat_last_n = 16;
+    // Without a stop string: the penalty changes the text, and equals the runtime's.
+    const std::string with = reference_generate_loop(dir.file("tiny.ember"), prompt, 80, o, {});
+    SamplerOptions plain = o;
+    plain.repeat_penalty = 1.0f;
+    CHECK(with != reference_generate_loop(dir.file("tiny.ember"), prompt, 80, plain, {}));
+    std::string out = c.command("gen -n 80 --seed 3 --temp 0.9 --repeat-penalty 1.5 --repeat-last-n 16 " + prompt);
+    CHECK(out.find(with + "\n") == 0);
+    // A stop string taken from that text: the console prints what comes before it, and says which ended it.
+    const std::string stop = with.substr(prompt.size() + 30, 3);
+    GenerateResult r;
+    const std::string cut = reference_generate_loop(dir.file("tiny.ember"), prompt, 80, o, {stop}, &r);
+    REQUIRE(r.stop == 0);
+    CHECK(cut.size() < with.size());
+    CHECK(with.rfind(cut, 0) == 0);
+    out = c.command("gen -n 80 --seed 3 --temp 0.9 --repeat-penalty 1.5 --repeat-last-n 16 --stop " + stop + " " + prompt);
+    CHECK(out.find(cut + "\nOK gen " + std::to_string(r.tokens) + " tokens in ") == 0);
+    CHECK(out.find("; stop string \"" + stop + "\"") != std::string::npos);
+    // The same through set: the defaults of every gen, until set stop off.
+    CHECK(c.command("set repeat-penalty 1.5").find("repeat-penalty 1.5") != std::string::npos);
+    CHECK(c.command("set repeat_last_n 16").find("repeat-last-n 16") != std::string::npos);
+    CHECK(c.command("set stop " + stop).find("stop \"" + stop + "\"") != std::string::npos);
+    CHECK(c.command("gen -n 80 --seed 3 --temp 0.9 " + prompt).find(cut + "\nOK gen ") == 0);
+    CHECK(c.command("set stop off").find("stop none") != std::string::npos);
+    CHECK(c.command("gen -n 80 --seed 3 --temp 0.9 " + prompt).find(with + "\n") == 0);
+    // --skip-unknown: the characters outside the vocabulary are dropped and counted.
+    CHECK(c.command("gen -n 5 Q\xe2\x82\xac").find("ERR prompt: character") == 0);
+    out = c.command("gen -n 80 --seed 3 --temp 0.9 --skip-unknown The quick\xe2\x82\xac brown");
+    CHECK(out.find(with + "\n") == 0);
+    CHECK(out.find("; 1 prompt characters outside the vocabulary skipped") != std::string::npos);
 }

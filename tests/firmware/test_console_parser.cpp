@@ -3,6 +3,7 @@
 
 #include "firmware/console_parser.h"
 
+using namespace ember;
 using namespace ember::fw;
 
 namespace {
@@ -14,31 +15,52 @@ std::string error_of(const std::string& line) {
 }  // namespace
 
 TEST_CASE("console parser: commands and gen options") {
-    ParseResult r = parse_command("gen -n 50 -t 0.8 -k 10 -p 0.9 --seed 7 ROMEO:  to be\\n");
+    ParseResult r = parse_command("gen -n 50 --temperature 0.8 --top-k 10 --top-p 0.9 --seed 7 --repeat-penalty 1.3 --repeat-last-n -1 "
+                                  "--stop \\n\\n --stop END ROMEO:  to be\\n");
     REQUIRE(r.ok);
     CHECK(r.cmd.kind == CommandKind::Gen);
-    CHECK(*r.cmd.settings.n == 50);
-    CHECK(*r.cmd.settings.temperature == doctest::Approx(0.8f));
-    CHECK(*r.cmd.settings.top_k == 10);
-    CHECK(*r.cmd.settings.top_p == doctest::Approx(0.9f));
-    CHECK(*r.cmd.settings.seed == 7);
+    const GenOverrides& g = r.cmd.settings.gen;
+    CHECK(*g.n == 50);
+    CHECK(*g.temperature == doctest::Approx(0.8f));
+    CHECK(*g.top_k == 10);
+    CHECK(*g.top_p == doctest::Approx(0.9f));
+    CHECK(*g.seed == 7);
+    CHECK(*g.repeat_penalty == doctest::Approx(1.3f));
+    CHECK(*g.repeat_last_n == -1);
+    CHECK(g.stops == std::vector<std::string>{"\n\n", "END"});
     CHECK(r.cmd.text == "ROMEO:  to be\n");
+    r = parse_command("gen --tokens 5 --temp 0 --skip-unknown --prompt -x y");
+    REQUIRE(r.ok);
+    CHECK(*r.cmd.settings.gen.n == 5);
+    CHECK(*r.cmd.settings.gen.temperature == 0.0f);
+    CHECK(r.cmd.skip_unknown);
+    CHECK(r.cmd.text == "-x y");
 
     r = parse_command("gen");
     REQUIRE(r.ok);
     CHECK(r.cmd.text.empty());
-    CHECK_FALSE(r.cmd.settings.n.has_value());
+    CHECK_FALSE(r.cmd.settings.gen.n.has_value());
     r = parse_command("gen -- -n is text");
     REQUIRE(r.ok);
     CHECK(r.cmd.text == "-n is text");
     r = parse_command("gen --seed 18446744073709551615 a\\\\b\\tc");
     REQUIRE(r.ok);
-    CHECK(*r.cmd.settings.seed == 18446744073709551615ull);
+    CHECK(*r.cmd.settings.gen.seed == 18446744073709551615ull);
     CHECK(r.cmd.text == "a\\b\tc");
     r = parse_command("  set top_p 1  ");
     REQUIRE(r.ok);
     CHECK(r.cmd.kind == CommandKind::Set);
-    CHECK(*r.cmd.settings.top_p == 1.0f);
+    CHECK(*r.cmd.settings.gen.top_p == 1.0f);
+    r = parse_command("set stop \\n\\n");
+    REQUIRE(r.ok);
+    CHECK(r.cmd.settings.gen.stops == std::vector<std::string>{"\n\n"});
+    r = parse_command("set stop off");
+    REQUIRE(r.ok);
+    CHECK(r.cmd.settings.clear_stops);
+    CHECK(r.cmd.settings.gen.stops.empty());
+    r = parse_command("set repeat_penalty 1.1");
+    REQUIRE(r.ok);
+    CHECK(*r.cmd.settings.gen.repeat_penalty == doctest::Approx(1.1f));
     r = parse_command("set context ring");
     REQUIRE(r.ok);
     CHECK(*r.cmd.settings.context == "ring");
@@ -61,17 +83,21 @@ TEST_CASE("console parser: every bad line has a reason") {
     CHECK(error_of("frobnicate") == "unknown command 'frobnicate' (try help)");
     CHECK(error_of("gen -x 3 hi").find("gen: unknown option '-x'") == 0);
     CHECK(error_of("gen -n") == "gen: option -n needs a value");
-    CHECK(error_of("gen -n abc hi") == "n: 'abc' is not an integer");
-    CHECK(error_of("gen -n -5 hi").find("n -5 not in 0..") == 0);
+    CHECK(error_of("gen -n abc hi") == "-n: 'abc' is not an integer");
+    CHECK(error_of("gen --tokens -5 hi").find("-n -5 not in 0..") == 0);
     CHECK(error_of("gen -n 99999999999999999999 hi").find("not an integer") != std::string::npos);
-    CHECK(error_of("gen -t nan hi") == "temperature: 'nan' is not a finite number");
-    CHECK(error_of("gen -t -1 hi").find("temperature -1 not in 0..100") == 0);
-    CHECK(error_of("gen -p 0 hi") == "top_p 0 not in (0, 1]");
-    CHECK(error_of("gen --seed -1 hi").find("seed: '-1' is not an integer >= 0") == 0);
-    CHECK(error_of("gen hi\\q") == "unknown escape \\q in text (\\n, \\t, \\\\)");
+    CHECK(error_of("gen --temp nan hi") == "--temperature: 'nan' is not a finite number");
+    CHECK(error_of("gen --temperature -1 hi").find("--temperature -1 not in 0..100") == 0);
+    CHECK(error_of("gen --top-p 0 hi") == "--top-p 0 not in (0, 1]");
+    CHECK(error_of("gen --seed -1 hi").find("--seed: '-1' is not an integer >= 0") == 0);
+    CHECK(error_of("gen --repeat-penalty 0 hi") == "--repeat-penalty 0 must be > 0 (1 = off)");
+    CHECK(error_of("gen --repeat-last-n -2 hi").find("--repeat-last-n -2 not in -1..") == 0);
+    CHECK(error_of("gen --stop \\q hi") == "--stop: unknown escape \\q at byte 0 (\\n, \\t, \\\\)");
+    CHECK(error_of("gen -t 0.5 hi").find("gen: unknown option '-t'") == 0);  // the CLI's names only
+    CHECK(error_of("gen hi\\q") == "text: unknown escape \\q at byte 2 (\\n, \\t, \\\\)");
     CHECK(error_of("gen hi\\").find("lone backslash") != std::string::npos);
     CHECK(error_of("set") .find("set: usage") == 0);
-    CHECK(error_of("set colour red").find("unknown setting 'colour'") == 0);
+    CHECK(error_of("set colour red").find("unknown setting 'colour' (n, temperature, top-k") == 0);
     CHECK(error_of("set top_k 5 6") == "set: unexpected argument '6'");
     CHECK(error_of("set context loop") == "context 'loop': exact | shift | ring");
     CHECK(error_of("load") == "load: usage: load NAME (see models)");
@@ -90,7 +116,7 @@ TEST_CASE("console parser: arbitrary bytes never crash it and always give a verd
     for (int i = 0; i < 20000; ++i) {
         std::string line;
         const int n = static_cast<int>(x % 40);
-        static const char* words[] = {"gen ", "set ", "-n ", "-t ", "--seed ", "1", "0.5", "\\", "load ", "eval ", "--split ", "-- "};
+        static const char* words[] = {"gen ", "set ", "-n ", "--stop ", "--seed ", "1", "0.5", "\\", "load ", "eval ", "--split ", "-- "};
         for (int k = 0; k < n; ++k) {
             x = x * 1103515245u + 12345u;
             if (x % 3 == 0) line += words[(x >> 8) % 12];
