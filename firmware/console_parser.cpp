@@ -70,6 +70,26 @@ std::string unescape(std::string_view s, const char* what) {
     return out;
 }
 
+// The next option of a command whose options come before a TEXT (gen, attn): the option word,
+// or "" where the text starts: at a word not starting with '-' (left unread), or after one of
+// `text_marks` ("--", and gen's -p/--prompt), which is consumed.
+std::string_view next_option(std::string_view line, size_t& pos, std::initializer_list<std::string_view> text_marks) {
+    size_t p = pos;
+    const std::string_view opt = next_word(line, p);
+    if (opt.empty() || opt[0] != '-') return {};
+    pos = p;
+    for (std::string_view mark : text_marks)
+        if (opt == mark) return {};
+    return opt;
+}
+
+// The value after option `opt` of command `cmd`; refused when the line ends.
+std::string_view option_value(std::string_view line, size_t& pos, const char* cmd, std::string_view opt) {
+    const std::string_view value = next_word(line, pos);
+    if (value.empty()) throw Bad{std::string(cmd) + ": option " + std::string(opt) + " needs a value"};
+    return value;
+}
+
 const std::vector<std::string>& command_names() {
     static const std::vector<std::string> names{"gen", "set", "info", "models", "load", "eval", "finetune", "adapter", "flash", "attn", "help"};
     return names;
@@ -134,12 +154,7 @@ Command parse(std::string_view line) {
     }
     if (word == "gen") {
         c.kind = CommandKind::Gen;
-        for (;;) {
-            size_t p = pos;
-            const std::string_view opt = next_word(line, p);
-            if (opt.empty() || opt[0] != '-') break;  // the text starts here
-            pos = p;
-            if (opt == "--" || opt == "-p" || opt == "--prompt") break;  // the rest of the line is the text
+        for (std::string_view opt; !(opt = next_option(line, pos, {"--", "-p", "--prompt"})).empty();) {
             if (opt == "--skip-unknown") {
                 c.skip_unknown = true;
                 continue;
@@ -151,9 +166,7 @@ Command parse(std::string_view line) {
                 throw Bad{"gen: unknown option '" + printable(opt, 40) + "'" + did_you_mean(opt, names) +
                           " (see help; -- or -p before a text that starts with '-')"};
             }
-            const std::string_view value = next_word(line, pos);
-            if (value.empty()) throw Bad{"gen: option " + std::string(opt) + " needs a value"};
-            apply_gen_option(*spec, value, c.settings);
+            apply_gen_option(*spec, option_value(line, pos, "gen", opt), c.settings);
         }
         c.text = unescape(rest_of(line, pos), "text");
         return c;
@@ -246,16 +259,11 @@ Command parse(std::string_view line) {
     }
     if (word == "attn") {
         c.kind = CommandKind::Attn;
-        for (;;) {
-            size_t p = pos;
-            const std::string_view opt = next_word(line, p);
-            if (opt.empty() || opt[0] != '-') break;  // the text starts here
-            pos = p;
-            if (opt == "--") break;
+        for (std::string_view opt; !(opt = next_option(line, pos, {"--"})).empty();) {
             if (opt != "--layer" && opt != "--head" && opt != "--top")
-                throw Bad{"attn: unknown option '" + printable(opt, 40) + "' (--layer --head --top; -- before a text that starts with '-')"};
-            const std::string_view v = next_word(line, pos);
-            if (v.empty()) throw Bad{"attn: option " + std::string(opt) + " needs a value"};
+                throw Bad{"attn: unknown option '" + printable(opt, 40) + "'" + did_you_mean(opt, {"--layer", "--head", "--top"}) +
+                          " (--layer --head --top; -- before a text that starts with '-')"};
+            const std::string_view v = option_value(line, pos, "attn", opt);
             const int x = static_cast<int>(parse_int(v, std::string(opt).c_str(), opt == "--top" ? 1 : 0, 1 << 16));
             (opt == "--layer" ? c.attn.layer : opt == "--head" ? c.attn.head : c.attn.top) = x;
         }
