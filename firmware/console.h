@@ -10,6 +10,7 @@
 #include <string_view>
 
 #include "firmware/console_parser.h"
+#include "firmware/device_fs.h"
 #include "firmware/flash.h"
 #include "runtime/adapter.h"
 #include "runtime/model.h"
@@ -36,6 +37,8 @@ struct ConsoleOptions {
     bool fail_dir_fsync = false;      // test hook, see ReceiverOptions
     uint64_t flash_memory_limit = 0;  // see ReceiverOptions::memory_limit
     LoadOptions holding;           // --no-mmap, --mlock: how models are held (runtime/model.h)
+    // Every change to models_dir (flash, DIR/current) goes through this; tests journal it.
+    std::shared_ptr<DeviceFs> fs = std::make_shared<PosixFs>();
 };
 
 class Console {
