@@ -81,6 +81,8 @@ struct Fault {
     int ms = 0;        // Stall, Cut, BootKill: milliseconds
     int us = 0;        // KillAt, PowerAt: microseconds after the byte passes
     std::string bytes; // Garbage
+    std::string op;    // KillOp/PowerOp: before the at-th operation of this name; "": the at-th of all
+    std::string op_spec() const { return op.empty() ? std::to_string(at) : op + "#" + std::to_string(at); }
     std::string text() const {
         const std::string where = std::string(dir ? "d" : "h") + "@" + std::to_string(at);
         switch (kind) {
@@ -92,8 +94,8 @@ struct Fault {
             case Cut: return "cut(" + where + "," + std::to_string(ms) + "ms)";
             case KillAt: return "kill(" + where + "+" + std::to_string(us) + "us)";
             case PowerAt: return "power(" + where + "+" + std::to_string(us) + "us)";
-            case KillOp: return "kill(op " + std::to_string(at) + ")";
-            case PowerOp: return "power(op " + std::to_string(at) + ")";
+            case KillOp: return "kill(op " + op_spec() + ")";
+            case PowerOp: return "power(op " + op_spec() + ")";
             case BootKill: return "kill(start " + std::to_string(at) + "+" + std::to_string(ms) + "ms)";
         }
         return "?";
@@ -138,8 +140,16 @@ Plan make_plan(uint64_t seed) {
             Fault f;
             const uint64_t how = uni(0, power ? 1 : 2);
             if (how == 0) {
+                // Before the k-th file operation, or the m-th of a kind (while it syncs, renames ...).
                 f.kind = power ? Fault::PowerOp : Fault::KillOp;
-                f.at = uni(1, kMaxOp);
+                // The operations that install a file come up more often.
+                static const char* kOps[] = {"fsync", "fsync", "fsync", "rename", "rename", "fsync_dir", "fsync_dir", "close", "open", "pwrite", "unlink"};
+                if (uni(0, 3) != 0) {
+                    f.op = kOps[uni(0, 10)];
+                    f.at = uni(0, 2) ? 1 : uni(2, 3);
+                } else {
+                    f.at = uni(1, kMaxOp);
+                }
             } else if (how == 1) {
                 f.kind = power ? Fault::PowerAt : Fault::KillAt;
                 f.at = uni(0, kHostBytes - 1);
@@ -166,7 +176,7 @@ std::string plan_text(const Plan& p) {
 std::string csv_of_ops(const std::vector<Fault>& plan, Fault::Kind k) {
     std::string s;
     for (const Fault& f : plan)
-        if (f.kind == k) s += (s.empty() ? "" : ",") + std::to_string(f.at);
+        if (f.kind == k) s += (s.empty() ? "" : ",") + f.op_spec();
     return s.empty() ? "-" : s;
 }
 
@@ -176,21 +186,23 @@ int64_t now_us() {
 
 // ---------------------------------------------------------------- the device process
 
-// fault-campaign --device FD DIR JOURNAL COUNTER LOG KILL_OPS CUT_OPS: a console on FD whose
-// file operations go through the journal; at the listed operation numbers (counted across
-// the trial's device starts in COUNTER) it kills itself, or cuts the power and dies.
+// fault-campaign --device FD DIR JOURNAL OPS LOG KILL_OPS CUT_OPS: a console on FD whose
+// file operations go through the journal; before the listed operations ("17": the 17th of
+// all, "fsync#2": the second fsync, counted across the trial's device starts in the file
+// OPS, one name a line) it notes "kill ..." or "power ..." in LOG and kills
+// itself (the campaign, seeing the death, cuts the power for a "power" line).
 int device_main(int argc, char** argv) {
     if (argc != 9) return 2;
     const int fd = std::atoi(argv[2]);
-    const std::string dir = argv[3], journal = argv[4], counter = argv[5], log = argv[6];
-    auto ops = [](const std::string& csv) {
-        std::set<uint64_t> s;
+    const std::string dir = argv[3], journal = argv[4], ops = argv[5], log = argv[6];
+    auto specs = [](const std::string& csv) {
+        std::set<std::string> s;
         std::stringstream in(csv);
         for (std::string x; std::getline(in, x, ',');)
-            if (x != "-") s.insert(std::stoull(x));
+            if (x != "-") s.insert(x);
         return s;
     };
-    const std::set<uint64_t> kill_ops = ops(argv[7]), cut_ops = ops(argv[8]);
+    const std::set<std::string> kill_ops = specs(argv[7]), cut_ops = specs(argv[8]);
     auto note = [&log](const std::string& line) {
         const int l = ::open(log.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
         if (l >= 0) {
@@ -201,22 +213,22 @@ int device_main(int argc, char** argv) {
         }
     };
     auto hook = [&](const char* op, const std::string& path) {
-        uint64_t n = 0;
-        const int c = ::open(counter.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-        if (c < 0) fail(counter, ": ", std::strerror(errno));
-        if (::pread(c, &n, sizeof n, 0) != sizeof n) n = 0;
-        ++n;
-        const bool wrote = ::pwrite(c, &n, sizeof n, 0) == sizeof n;
-        ::close(c);
-        if (!wrote) fail(counter, ": write failed");
-        const std::string what = std::to_string(n) + " " + op + " " + path;
-        if (kill_ops.count(n)) {
+        size_t n = 1, m = 1;  // this operation is the n-th of all, the m-th of its name
+        std::istringstream done(read_file(ops));
+        for (std::string line; std::getline(done, line);) n += 1, m += line == op;
+        const int c = ::open(ops.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+        const std::string rec = std::string(op) + "\n";
+        const bool wrote = c >= 0 && ::write(c, rec.data(), rec.size()) == static_cast<ssize_t>(rec.size());
+        if (c >= 0) ::close(c);
+        if (!wrote) fail(ops, ": cannot append");
+        const std::string what = std::to_string(n) + " " + op + "#" + std::to_string(m) + " " + path;
+        const auto hit = [&](const std::set<std::string>& s) { return s.count(std::to_string(n)) || s.count(op + std::string("#") + std::to_string(m)); };
+        if (hit(kill_ops)) {
             note("kill " + what);
             ::raise(SIGKILL);
         }
-        if (cut_ops.count(n)) {
+        if (hit(cut_ops)) {  // the campaign sees the death, reads LOG and cuts the power
             note("power " + what);
-            JournalFs::power_cut(dir, journal);
             ::raise(SIGKILL);
         }
     };
@@ -254,6 +266,8 @@ public:
     // Runs the trial; returns "" when every check holds, else what broke.
     std::string run(Counts& c);
     std::string folder() const { return tmp_.path(); }
+    // The device's deaths at file operations: "kill|power N OP#M PATH" lines.
+    std::string device_log() const { return exists(tmp_.file("events")) ? read_file(tmp_.file("events")) : ""; }
     void keep() { keep_ = true; }
     ~Trial() {
         if (keep_) std::system(("cp -a '" + tmp_.path() + "' '" + tmp_.path() + "-kept'").c_str());
@@ -269,6 +283,9 @@ private:
     pid_t start_device(int& line_fd, bool faults);
     void relay_loop();
     void supervise_loop();
+    void read_device_log();
+    std::string check_disk(bool told_installed, std::string& cur) const;
+    void check_after_death(const std::string& how);
     void mutate(std::string& b, uint64_t before, int dir);
     std::string send(int fd, const fw::SenderOptions& o, bool& ok, int& resumes);
 
@@ -291,6 +308,10 @@ private:
     int64_t stall_until_us_[2] = {0, 0};
     int64_t cut_until_us_ = 0;
     int kills_ = 0, cuts_ = 0;
+    size_t log_seen_ = 0;           // bytes of the device's log already acted on
+    std::atomic<bool> told_installed_{false};  // the host has seen RESULT 0
+    std::string death_broken_;      // the first check that failed after a death
+    std::string supervisor_error_;  // a failure of the campaign itself (not of the device)
     std::atomic<bool> stop_{false};
 };
 
@@ -378,8 +399,24 @@ void Trial::relay_loop() {
     }
 }
 
+// The device's deaths by its own hand (at a file operation) are in its log; a "power" line
+// means the power went at that moment: the disk keeps what was durable.
+void Trial::read_device_log() {
+    const std::string log = read_file(tmp_.file("events"));
+    std::istringstream lines(log.substr(std::min(log_seen_, log.size())));
+    for (std::string line; std::getline(lines, line);) {
+        if (line.rfind("kill ", 0) == 0) ++kills_;
+        if (line.rfind("power ", 0) == 0) {
+            ++cuts_;
+            JournalFs::power_cut(models(), journal());
+        }
+        check_after_death("the device's death at a file operation (" + line + ")");
+    }
+    log_seen_ = log.size();
+}
+
 void Trial::supervise_loop() {
-    while (!stop_) {
+    while (!stop_) try {
         {
             std::lock_guard<std::mutex> lock(mu_);
             const int64_t now = now_us();
@@ -388,6 +425,7 @@ void Trial::supervise_loop() {
                 dev_fd_ = -1;
                 pid_ = -1;
                 restart_at_us_ = now + kBootMs * 1000;
+                read_device_log();
             }
             for (auto it = timed_.begin(); it != timed_.end();) {
                 if (it->at_us > now || !faults_on_) {
@@ -401,11 +439,14 @@ void Trial::supervise_loop() {
                     dev_fd_ = -1;
                     pid_ = -1;
                     restart_at_us_ = now + kBootMs * 1000;
+                    read_device_log();  // it may have died by its own hand just before
                     ++(it->power ? cuts_ : kills_);
                     if (it->power) JournalFs::power_cut(models(), journal());
+                    check_after_death(it->power ? "a power cut" : "a kill");
                 } else if (it->power) {  // the power goes while the device boots
                     JournalFs::power_cut(models(), journal());
                     ++cuts_;
+                    check_after_death("a power cut while the device was down");
                 }
                 it = timed_.erase(it);
             }
@@ -418,6 +459,11 @@ void Trial::supervise_loop() {
             }
         }
         ::usleep(1000);
+    } catch (const std::exception& e) {
+        std::lock_guard<std::mutex> lock(mu_);
+        supervisor_error_ = std::string("the campaign's supervisor failed: ") + e.what();
+        faults_on_ = false;
+        return;
     }
 }
 
@@ -448,6 +494,33 @@ std::string Trial::send(int fd, const fw::SenderOptions& base, bool& ok, int& re
     return "";
 }
 
+// What a device starting now would find: DIR/default.ember is the old or the new model (the
+// new one once the host was told installed), DIR/current names a model that opens. Returns
+// "" or what is wrong; `cur`: the name current holds.
+std::string Trial::check_disk(bool told_installed, std::string& cur) const {
+    const std::string installed = models() + "/default.ember";
+    if (!exists(installed)) return "default.ember is gone";
+    const std::string sha = sha256_file(installed);
+    if (sha != m_.old_sha && sha != m_.new_sha) return "default.ember is neither the old nor the new model (sha256 " + sha + ")";
+    if (told_installed && sha != m_.new_sha) return "the host was told installed, but the old model is back";
+    cur = exists(models() + "/current") ? read_file(models() + "/current") : "";
+    while (!cur.empty() && (cur.back() == '\n' || cur.back() == ' ')) cur.pop_back();
+    if (!fw::check_model_name(cur).empty()) return "current does not name a model: '" + printable(cur, 100) + "'";
+    try {
+        Model::open(models() + "/" + cur + ".ember");
+    } catch (const Error& e) {
+        return "current names " + cur + ", which does not open: " + e.what();
+    }
+    return "";
+}
+
+// After a death of the device (and the power cut, if it was one): the disk it restarts on.
+void Trial::check_after_death(const std::string& how) {
+    std::string cur;
+    const std::string why = check_disk(told_installed_, cur);
+    if (!why.empty() && death_broken_.empty()) death_broken_ = "after " + how + ": " + why;
+}
+
 std::string Trial::run(Counts& c) {
     if (::mkdir(models().c_str(), 0755) != 0) fail(models(), ": mkdir: ", std::strerror(errno));
     write_file(models() + "/default.ember", m_.old_bytes);
@@ -464,7 +537,10 @@ std::string Trial::run(Counts& c) {
     bool told_installed = false;
     int resumes = 0;
     std::string broken;
-    for (int run = 0; run < runs_ && !told_installed && broken.empty(); ++run) broken = send(host_.fd[0], so, told_installed, resumes);
+    for (int run = 0; run < runs_ && !told_installed && broken.empty(); ++run) {
+        broken = send(host_.fd[0], so, told_installed, resumes);
+        told_installed_ = told_installed;
+    }
     ::usleep(40 * 1000);  // kills and power cuts timed just after the verdict (while the console loads)
     {
         std::lock_guard<std::mutex> lock(mu_);
@@ -485,30 +561,18 @@ std::string Trial::run(Counts& c) {
             ::usleep(2000);
         }
     }
-    // The device's own deaths (at file operations) are in its log.
-    std::istringstream events(read_file(tmp_.file("events")));
-    for (std::string line; std::getline(events, line);) {
-        if (line.rfind("kill ", 0) == 0) ++kills_;
-        if (line.rfind("power ", 0) == 0) ++cuts_;
-    }
+    read_device_log();  // a death at a file operation in the last moments
+    if (!supervisor_error_.empty()) return supervisor_error_;
     c.kills += kills_;
     c.power_cuts += cuts_;
     if (!broken.empty()) return broken;
 
-    // The checks, on what the disk holds.
+    // The checks, on what the disk holds (they also ran after every death of the device).
+    if (!death_broken_.empty()) return death_broken_;
+    std::string cur;
+    if (const std::string why = check_disk(told_installed, cur); !why.empty()) return why;
     const std::string installed = models() + "/default.ember";
-    if (!exists(installed)) return "default.ember is gone";
     const std::string sha = sha256_file(installed);
-    if (sha != m_.old_sha && sha != m_.new_sha) return "default.ember is neither the old nor the new model (sha256 " + sha + ")";
-    if (told_installed && sha != m_.new_sha) return "the host was told installed, but the old model is back";
-    std::string cur = exists(models() + "/current") ? read_file(models() + "/current") : "";
-    while (!cur.empty() && (cur.back() == '\n' || cur.back() == ' ')) cur.pop_back();
-    if (!fw::check_model_name(cur).empty()) return "current does not name a model: '" + cur + "'";
-    try {
-        Model::open(models() + "/" + cur + ".ember");
-    } catch (const Error& e) {
-        return "current names " + cur + ", which does not open: " + e.what();
-    }
     (sha == m_.new_sha ? c.new_installed : c.old_kept) += 1;
 
     // The device starts on that disk, loads current and generates; the host runs again.
@@ -585,11 +649,12 @@ int main(int argc, char** argv) {
         for (int i; (i = next++) < n;) {
             const uint64_t s = seed + static_cast<uint64_t>(i);
             Counts c;
-            std::string broken;
+            std::string broken, log;
             std::unique_ptr<Trial> t;
             try {
                 t = std::make_unique<Trial>(s, m, exe);
                 broken = t->run(c);
+                log = t->device_log();
             } catch (const std::exception& e) {
                 broken = std::string("the trial failed to run: ") + e.what();
             }
@@ -599,7 +664,11 @@ int main(int argc, char** argv) {
             total.power_cuts += c.power_cuts;
             total.kills += c.kills;
             total.resumes += c.resumes;
-            const std::string faults = plan_text(make_plan(s));
+            std::string faults = plan_text(make_plan(s));
+            if (verbose && !log.empty()) {
+                std::replace(log.begin(), log.end(), '\n', ';');
+                faults += "; the device died at: " + log;
+            }
             if (!broken.empty()) {
                 ++total.broken;
                 std::printf("BROKEN trial seed %llu: %s\n  faults: %s\n  replay: tests/firmware/fault-campaign 1 %llu --verbose\n",
