@@ -1,0 +1,119 @@
+// The journaling disk of the power-cut tests (journal_fs.h) against the rules it states: data
+// counts as of the file's last fsync, entries as of the folder's last fsync. Each case does
+// a few operations, cuts the power, and compares the folder with what the rules leave.
+#include <doctest/doctest.h>
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "fw_test_util.h"
+#include "journal_fs.h"
+
+using namespace ember;
+using namespace ember::fwtest;
+
+namespace {
+
+// name -> bytes of every file in dir.
+std::map<std::string, std::string> files(const std::string& dir) {
+    std::map<std::string, std::string> out;
+    DIR* d = ::opendir(dir.c_str());
+    while (dirent* e = ::readdir(d)) {
+        const std::string n = e->d_name;
+        if (n != "." && n != "..") out[n] = read_file(dir + "/" + n);
+    }
+    ::closedir(d);
+    return out;
+}
+
+struct Disk {
+    Disk(const Disk&) = delete;
+    TempDir tmp;
+    std::string dir = tmp.file("d"), journal = tmp.file("j");
+    std::vector<std::string> ops;
+    JournalFs fs{dir, journal, [this](const char* op, const std::string&) { ops.push_back(op); }};
+    explicit Disk(const std::map<std::string, std::string>& start) {
+        ::mkdir(dir.c_str(), 0755);
+        for (const auto& [n, b] : start) write_file(dir + "/" + n, b);
+        JournalFs::start(dir, journal);
+    }
+    std::string path(const std::string& n) const { return dir + "/" + n; }
+    int create(const std::string& n, const std::string& bytes) {
+        const int fd = fs.open(path(n), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+        REQUIRE(fd >= 0);
+        REQUIRE(fs.pwrite(fd, bytes.data(), bytes.size(), 0) == static_cast<ssize_t>(bytes.size()));
+        return fd;
+    }
+};
+
+}  // namespace
+
+TEST_CASE("journal fs: a new file is durable only after an fsync of it and of its folder") {
+    for (int synced = 0; synced < 4; ++synced) {  // bit 0: fsync of the file, bit 1: of the folder
+        CAPTURE(synced);
+        Disk d(std::map<std::string, std::string>{{"old", "OLD"}});
+        const int fd = d.create("new", "NEW");
+        if (synced & 1) CHECK(d.fs.fsync(fd) == 0);
+        if (synced & 2) CHECK(d.fs.fsync_dir(d.dir) == 0);
+        CHECK(d.fs.close(fd) == 0);
+        CHECK(files(d.dir) == std::map<std::string, std::string>{{"new", "NEW"}, {"old", "OLD"}});  // before the cut: as written
+        JournalFs::power_cut(d.dir, d.journal);
+        std::map<std::string, std::string> want{{"old", "OLD"}};
+        if (synced & 2) want["new"] = synced & 1 ? "NEW" : "";  // the entry without its data: empty
+        CHECK(files(d.dir) == want);
+    }
+}
+
+TEST_CASE("journal fs: a rename counts after the folder's fsync; the file renamed over comes back before") {
+    for (bool dir_synced : {false, true}) {
+        CAPTURE(dir_synced);
+        Disk d(std::map<std::string, std::string>{{"model", "OLD"}});
+        const int fd = d.create("part", "NEW");
+        CHECK(d.fs.fsync(fd) == 0);
+        CHECK(d.fs.close(fd) == 0);
+        CHECK(d.fs.rename(d.path("part"), d.path("model")) == 0);
+        if (dir_synced) CHECK(d.fs.fsync_dir(d.dir) == 0);
+        JournalFs::power_cut(d.dir, d.journal);
+        CHECK(files(d.dir) == std::map<std::string, std::string>{{"model", dir_synced ? "NEW" : "OLD"}});
+    }
+    // Data synced after the rename was made durable: the entry holds the file, its data is lost.
+    Disk d(std::map<std::string, std::string>{{"model", "OLD"}});
+    const int fd = d.create("part", "NEW");
+    CHECK(d.fs.rename(d.path("part"), d.path("model")) == 0);
+    CHECK(d.fs.fsync_dir(d.dir) == 0);
+    JournalFs::power_cut(d.dir, d.journal);
+    CHECK(files(d.dir) == std::map<std::string, std::string>{{"model", ""}});
+    d.fs.close(fd);
+}
+
+TEST_CASE("journal fs: unsynced writes to an old file, a truncation and an unlink are undone; the journal restarts after a cut") {
+    Disk d(std::map<std::string, std::string>{{"a", "AAAA"}, {"b", "BBBB"}});
+    int fd = d.fs.open(d.path("a"), O_RDWR | O_TRUNC | O_CLOEXEC, 0);
+    REQUIRE(fd >= 0);
+    CHECK(d.fs.pwrite(fd, "x", 1, 0) == 1);
+    CHECK(d.fs.ftruncate(fd, 3) == 0);
+    CHECK(d.fs.close(fd) == 0);
+    CHECK(d.fs.unlink(d.path("b")) == 0);
+    CHECK(read_file(d.path("a")) == std::string("x\0\0", 3));
+    JournalFs::power_cut(d.dir, d.journal);
+    CHECK(files(d.dir) == std::map<std::string, std::string>{{"a", "AAAA"}, {"b", "BBBB"}});
+    // After the cut everything on the disk counts as durable again; an fsynced write of "a"
+    // survives the next cut, the unlink synced through the folder too.
+    fd = d.fs.open(d.path("a"), O_RDWR | O_CLOEXEC, 0);
+    CHECK(d.fs.pwrite(fd, "Z", 1, 3) == 1);
+    CHECK(d.fs.fsync(fd) == 0);
+    CHECK(d.fs.close(fd) == 0);
+    CHECK(d.fs.unlink(d.path("b")) == 0);
+    CHECK(d.fs.fsync_dir(d.dir) == 0);
+    JournalFs::power_cut(d.dir, d.journal);
+    CHECK(files(d.dir) == std::map<std::string, std::string>{{"a", "AAAZ"}});
+    // The hook saw every operation, in order; a folder the journal does not track is refused.
+    CHECK(d.ops == std::vector<std::string>{"open", "pwrite", "ftruncate", "close", "unlink", "open", "pwrite", "fsync", "close", "unlink", "fsync_dir"});
+    CHECK(d.fs.fsync_dir(d.tmp.path()) == -1);
+}
