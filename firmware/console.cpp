@@ -317,7 +317,9 @@ void Console::cmd_load(const std::string& name, bool remember) {
     model_ = std::move(m);
     name_ = name;
     if (remember) {
-        // DIR/current: the model to load at the next start (written atomically).
+        // DIR/current: the model to load at the next start (written atomically: the data
+        // synced before the rename, the folder synced after it, so a power cut leaves the
+        // old name or the new one). Best effort: a failure leaves the old pointer.
         const std::string cur = opts_.models_dir + "/current", tmp = cur + ".tmp";
         DeviceFs& fs = *opts_.fs;
         const int fd = fs.open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
@@ -325,7 +327,7 @@ void Console::cmd_load(const std::string& name, bool remember) {
             const std::string body = name + "\n";
             const bool good = fs.pwrite(fd, body.data(), body.size(), 0) == static_cast<ssize_t>(body.size()) && fs.fsync(fd) == 0;
             fs.close(fd);
-            if (good) fs.rename(tmp, cur);
+            if (good && fs.rename(tmp, cur) == 0) fs.fsync_dir(opts_.models_dir);
         }
     }
     const ModelConfig& c = model_->config();
