@@ -251,6 +251,28 @@ int device_main(int argc, char** argv) {
 
 // ---------------------------------------------------------------- one trial
 
+std::string exit_text(int status) {
+    if (WIFEXITED(status)) return "exit status " + std::to_string(WEXITSTATUS(status));
+    if (WIFSIGNALED(status)) return std::string("signal ") + strsignal(WTERMSIG(status));
+    return "status " + std::to_string(status);
+}
+
+// Waits for a device whose line was closed: it must exit with status 0 (a sanitizer's report
+// or a crash on the way out is a finding). Returns "" or what happened.
+std::string wait_exit(pid_t pid) {
+    const int64_t deadline = fw::now_ms() + 20000;
+    int status = 0;
+    while (::waitpid(pid, &status, WNOHANG) != pid) {
+        if (fw::now_ms() > deadline) {
+            ::kill(pid, SIGKILL);
+            ::waitpid(pid, nullptr, 0);
+            return "did not exit within 20 s";
+        }
+        ::usleep(2000);
+    }
+    return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? "" : "ended with " + exit_text(status);
+}
+
 struct Counts {
     int new_installed = 0, old_kept = 0, power_cuts = 0, kills = 0, resumes = 0, broken = 0;
 };
@@ -420,7 +442,10 @@ void Trial::supervise_loop() {
         {
             std::lock_guard<std::mutex> lock(mu_);
             const int64_t now = now_us();
-            if (pid_ > 0 && ::waitpid(pid_, nullptr, WNOHANG) == pid_) {  // it died (a kill or a power cut at a file operation)
+            int status = 0;
+            if (pid_ > 0 && ::waitpid(pid_, &status, WNOHANG) == pid_) {  // it died (a kill or a power cut at a file operation)
+                if (!(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) && death_broken_.empty())
+                    death_broken_ = "the device ended on its own (" + exit_text(status) + ") while its line was open";
                 ::close(dev_fd_);
                 dev_fd_ = -1;
                 pid_ = -1;
@@ -551,15 +576,8 @@ std::string Trial::run(Counts& c) {
     supervisor.join();
     if (pid_ > 0) {  // the device still runs: it sees its line close and exits
         ::close(dev_fd_);
-        int64_t deadline = fw::now_ms() + 10000;
-        while (::waitpid(pid_, nullptr, WNOHANG) != pid_) {
-            if (fw::now_ms() > deadline) {
-                ::kill(pid_, SIGKILL);
-                ::waitpid(pid_, nullptr, 0);
-                break;
-            }
-            ::usleep(2000);
-        }
+        const std::string why = wait_exit(pid_);
+        if (!why.empty() && death_broken_.empty()) death_broken_ = "the device, its line closed, " + why;
     }
     read_device_log();  // a death at a file operation in the last moments
     if (!supervisor_error_.empty()) return supervisor_error_;
@@ -596,7 +614,7 @@ std::string Trial::run(Counts& c) {
         if (why.empty() && sha256_file(installed) != m_.new_sha) why = "after the host's command ran again, default.ember is not the new model";
     }
     ::close(line);
-    ::waitpid(dev, nullptr, 0);
+    if (const std::string w = wait_exit(dev); !w.empty() && why.empty()) why = "the restarted device, its line closed, " + w;
     c.resumes += resumes;
     return why;
 }
