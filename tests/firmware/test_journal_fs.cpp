@@ -5,15 +5,21 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 
 #include <algorithm>
 #include <map>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "firmware/console.h"
+#include "firmware/flash.h"
 #include "fw_test_util.h"
 #include "journal_fs.h"
+#include "runtime/model.h"
+#include "runtime/sha256.h"
 
 using namespace ember;
 using namespace ember::fwtest;
@@ -116,4 +122,64 @@ TEST_CASE("journal fs: unsynced writes to an old file, a truncation and an unlin
     // The hook saw every operation, in order; a folder the journal does not track is refused.
     CHECK(d.ops == std::vector<std::string>{"open", "pwrite", "ftruncate", "close", "unlink", "open", "pwrite", "fsync", "close", "unlink", "fsync_dir"});
     CHECK(d.fs.fsync_dir(d.tmp.path()) == -1);
+}
+
+TEST_CASE("flash on a journaling disk: a power cut before any of its file operations leaves the old or the new model") {
+    // One whole flash; before each file operation of the device the disk (folder and journal)
+    // is copied aside; each copy then gets the power cut. Every copy must hold the old or the
+    // new model and a DIR/current that names one that opens; every copy taken after the
+    // install's fsync of the folder, the new model.
+    TempDir tmp;
+    const std::string dir = tmp.file("d"), journal = tmp.file("j");
+    ::mkdir(dir.c_str(), 0755);
+    const std::string old_bytes = read_file(model_int8()), new_bytes = read_file(model_f16());
+    write_file(dir + "/default.ember", old_bytes);
+    write_file(dir + "/current", "default\n");
+    JournalFs::start(dir, journal);
+    std::vector<std::string> ops;
+    auto hook = [&](const char* op, const std::string&) {
+        ops.push_back(op);
+        const std::string snap = tmp.file("snap" + std::to_string(ops.size()));
+        REQUIRE(std::system(("mkdir '" + snap + "' && cp -a '" + dir + "' '" + journal + "' '" + snap + "/'").c_str()) == 0);
+    };
+    fw::ConsoleOptions o;
+    o.models_dir = dir;
+    o.threads = 1;
+    o.flash_idle_ms = 2000;
+    o.fs = std::make_shared<JournalFs>(dir, journal, hook);
+    SocketPair line;
+    std::thread device([&] {
+        fw::Console c(line.fd[1], line.fd[1], o);
+        c.run();
+    });
+    fw::SenderOptions so;
+    so.timeout_ms = 3000;
+    const fw::SendResult r = fw::send_file(line.fd[0], line.fd[0], new_bytes, "default", so);
+    std::string seen;
+    CHECK(expect(line.fd[0], seen, "OK loaded default") != std::string::npos);  // after it, current is written
+    ::shutdown(line.fd[0], SHUT_RDWR);
+    device.join();
+    CHECK(r.message.find("installed default.ember") == 0);
+    const size_t installed_at = static_cast<size_t>(std::find(ops.begin(), ops.end(), "fsync_dir") - ops.begin());  // 0-based
+    REQUIRE(installed_at < ops.size());
+    CHECK(std::count(ops.begin(), ops.end(), "fsync") == 2);  // the received file, then DIR/current
+    const std::string old_sha = sha256_hex(old_bytes.data(), old_bytes.size()), new_sha = sha256_hex(new_bytes.data(), new_bytes.size());
+    int olds = 0, news = 0;
+    for (size_t k = 1; k <= ops.size() + 1; ++k) {  // k = ops + 1: the power goes after the last operation
+        CAPTURE(k);
+        const std::string snap = tmp.file("snap" + std::to_string(k));
+        const std::string d = k <= ops.size() ? snap + "/d" : dir, j = k <= ops.size() ? snap + "/j" : journal;
+        const std::string before_op = k <= ops.size() ? ops[k - 1] : "(none: after the last)";
+        CAPTURE(before_op);
+        JournalFs::power_cut(d, j);
+        const std::string sha = sha256_file(d + "/default.ember");
+        CHECK((sha == old_sha || sha == new_sha));
+        if (k > installed_at + 1) CHECK(sha == new_sha);  // the operation before k made the install durable
+        (sha == new_sha ? news : olds) += 1;
+        std::string cur = read_file(d + "/current");
+        CHECK(cur == "default\n");
+        CHECK_NOTHROW(Model::open(d + "/default.ember"));
+    }
+    CHECK(olds > 0);
+    CHECK(news > 0);
 }
