@@ -57,6 +57,15 @@ void fsync_dir(DeviceFs& fs, const std::string& dir) {
     if (fs.fsync_dir(dir) != 0) fail(printable(dir, 200), ": fsync of the folder: ", std::strerror(errno));
 }
 
+void sync_file(DeviceFs& fs, const std::string& path) {
+    const int fd = fs.open(path, O_RDONLY | O_CLOEXEC, 0);
+    if (fd < 0) fail(printable(path, 200), ": cannot open to sync it: ", std::strerror(errno));
+    const int r = fs.fsync(fd);
+    const int saved = errno;
+    fs.close(fd);
+    if (r != 0) fail(printable(path, 200), ": fsync: ", std::strerror(saved));
+}
+
 // Removes DIR/.flash-*.part files other than `keep` (older, abandoned transfers).
 void remove_stale_parts(DeviceFs& fs, const std::string& dir, const std::string& keep) {
     DIR* d = ::opendir(dir.c_str());
@@ -221,7 +230,17 @@ void FlashReceiver::on_done(const Frame& in, std::vector<Frame>& out) {
     }
     const std::string target = opts_.models_dir + "/" + name_ + ".ember";
     if (already_installed_) {
-        finish(0, "already installed " + name_ + ".ember (" + std::to_string(size_) + " bytes, sha256 " + sha_hex_ + ")");
+        // In place is not yet durable: a device killed between the rename and the folder's
+        // fsync finds the file there after a restart, but a power cut would still undo the
+        // rename. Sync the file and the folder before saying it is installed.
+        std::string warning;
+        try {
+            sync_file(*opts_.fs, target);
+            fsync_dir(*opts_.fs, opts_.models_dir);
+        } catch (const Error& e) {
+            warning = std::string("; warning: ") + e.what() + ": the install may not survive a power cut";
+        }
+        finish(0, "already installed " + name_ + ".ember (" + std::to_string(size_) + " bytes, sha256 " + sha_hex_ + ")" + warning);
         outcome_.installed = true;
         out.push_back(make(FrameType::Result, in.seq, result_));
         return;

@@ -6,7 +6,9 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/socket.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 
 #include <algorithm>
 #include <map>
@@ -182,4 +184,66 @@ TEST_CASE("flash on a journaling disk: a power cut before any of its file operat
     }
     CHECK(olds > 0);
     CHECK(news > 0);
+}
+
+TEST_CASE("flash on a journaling disk: killed between the install's rename and the folder's fsync, the repeated offer makes the install durable before it says 'already installed' (fault-campaign seed 101432)") {
+    // The device dies (SIGKILL: its writes stay in the page cache) just before the fsync of
+    // the folder that makes the rename durable. The host runs again: the installed file has
+    // the offered SHA-256, "already installed". It used to answer that with the rename still
+    // not durable: a power cut then brought the old model back after the host was told
+    // installed.
+    TempDir tmp;
+    const std::string dir = tmp.file("d"), journal = tmp.file("j");
+    ::mkdir(dir.c_str(), 0755);
+    const std::string old_bytes = read_file(model_int8()), new_bytes = read_file(model_f16());
+    write_file(dir + "/default.ember", old_bytes);
+    write_file(dir + "/current", "default\n");
+    JournalFs::start(dir, journal);
+    auto options = [&](JournalFs::Hook hook) {
+        fw::ConsoleOptions o;
+        o.models_dir = dir;
+        o.threads = 1;
+        o.flash_idle_ms = 2000;
+        o.fs = std::make_shared<JournalFs>(dir, journal, std::move(hook));
+        return o;
+    };
+    fw::SenderOptions so;
+    so.timeout_ms = 300;
+    so.retries = 3;
+    so.reoffers = 0;
+    {
+        SocketPair line;
+        const pid_t dev = ::fork();
+        REQUIRE(dev >= 0);
+        if (dev == 0) {
+            ::close(line.fd[0]);
+            fw::Console c(line.fd[1], line.fd[1], options([](const char* op, const std::string&) {
+                if (std::string(op) == "fsync_dir") ::raise(SIGKILL);
+            }));
+            c.run();
+            _exit(0);
+        }
+        ::close(line.fd[1]);
+        line.fd[1] = -1;
+        CHECK_THROWS_AS(fw::send_file(line.fd[0], line.fd[0], new_bytes, "default", so), fw::FlashError);
+        int status = 0;
+        REQUIRE(::waitpid(dev, &status, 0) == dev);
+        CHECK((WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL));
+    }
+    const std::string new_sha = sha256_hex(new_bytes.data(), new_bytes.size());
+    CHECK(sha256_file(dir + "/default.ember") == new_sha);  // renamed, in the page cache only
+    {
+        SocketPair line;
+        std::thread device([&] {
+            fw::Console c(line.fd[1], line.fd[1], options(nullptr));
+            c.run();
+        });
+        so.timeout_ms = 3000;
+        const fw::SendResult r = fw::send_file(line.fd[0], line.fd[0], new_bytes, "default", so);
+        CHECK(r.message.find("already installed") == 0);
+        ::shutdown(line.fd[0], SHUT_RDWR);
+        device.join();
+    }
+    JournalFs::power_cut(dir, journal);
+    CHECK(sha256_file(dir + "/default.ember") == new_sha);
 }
