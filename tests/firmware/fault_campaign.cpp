@@ -577,7 +577,12 @@ std::string Trial::run(Counts& c) {
     if (pid_ > 0) {  // the device still runs: it sees its line close and exits
         ::close(dev_fd_);
         const std::string why = wait_exit(pid_);
-        if (!why.empty() && death_broken_.empty()) death_broken_ = "the device, its line closed, " + why;
+        // A planned death at a file operation may still come (closing the line closes the
+        // partial file): then the device's log says so.
+        const size_t seen = log_seen_;
+        read_device_log();
+        const bool own_hand = log_seen_ > seen && why == "ended with signal " + std::string(strsignal(SIGKILL));
+        if (!why.empty() && !own_hand && death_broken_.empty()) death_broken_ = "the device, its line closed, " + why;
     }
     read_device_log();  // a death at a file operation in the last moments
     if (!supervisor_error_.empty()) return supervisor_error_;
