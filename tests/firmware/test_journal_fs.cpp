@@ -78,7 +78,7 @@ TEST_CASE("journal fs: a new file is durable only after an fsync of it and of it
     }
 }
 
-TEST_CASE("journal fs: a rename counts after the folder's fsync; the file renamed over comes back before") {
+TEST_CASE("journal fs: a rename counts after the folder's fsync, the file renamed over comes back before") {
     for (bool dir_synced : {false, true}) {
         CAPTURE(dir_synced);
         Disk d(std::map<std::string, std::string>{{"model", "OLD"}});
@@ -100,7 +100,7 @@ TEST_CASE("journal fs: a rename counts after the folder's fsync; the file rename
     d.fs.close(fd);
 }
 
-TEST_CASE("journal fs: unsynced writes to an old file, a truncation and an unlink are undone; the journal restarts after a cut") {
+TEST_CASE("journal fs: unsynced writes to an old file, a truncation and an unlink are undone, and the journal restarts after a cut") {
     Disk d(std::map<std::string, std::string>{{"a", "AAAA"}, {"b", "BBBB"}});
     int fd = d.fs.open(d.path("a"), O_RDWR | O_TRUNC | O_CLOEXEC, 0);
     REQUIRE(fd >= 0);
