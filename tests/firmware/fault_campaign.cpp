@@ -674,6 +674,7 @@ int main(int argc, char** argv) {
             Counts c;
             std::string broken, log;
             std::unique_ptr<Trial> t;
+            const int64_t t0 = fw::now_ms();
             try {
                 t = std::make_unique<Trial>(s, m, exe);
                 broken = t->run(c);
@@ -701,8 +702,8 @@ int main(int argc, char** argv) {
                     std::printf("  folder: %s-kept\n", t->folder().c_str());
                 }
             } else if (verbose) {
-                std::printf("trial seed %llu: %s; %d power cuts, %d kills, %d resumes; faults: %s\n", static_cast<unsigned long long>(s),
-                            c.new_installed ? "new installed" : "old kept", c.power_cuts, c.kills, c.resumes, faults.c_str());
+                std::printf("trial seed %llu (%.2f s): %s; %d power cuts, %d kills, %d resumes; faults: %s\n", static_cast<unsigned long long>(s),
+                            (fw::now_ms() - t0) / 1000.0, c.new_installed ? "new installed" : "old kept", c.power_cuts, c.kills, c.resumes, faults.c_str());
             }
             std::fflush(stdout);
         }
