@@ -226,6 +226,8 @@ TEST_CASE("flash on a journaling disk: killed between the install's rename and t
         ::close(line.fd[1]);
         line.fd[1] = -1;
         CHECK_THROWS_AS(fw::send_file(line.fd[0], line.fd[0], new_bytes, "default", so), fw::FlashError);
+        ::close(line.fd[0]);  // a device that is still alive (the kill never came) sees its line end
+        line.fd[0] = -1;
         int status = 0;
         REQUIRE(::waitpid(dev, &status, 0) == dev);
         CHECK((WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL));
