@@ -127,12 +127,20 @@ int JournalFs::fsync(int fd) {
     before("fsync", "");
     struct stat st{};
     if (::fstat(fd, &st) != 0) return -1;
+    // fd may be write-only: read the file through a descriptor of our own.
+    const int rd = ::open(("/proc/self/fd/" + std::to_string(fd)).c_str(), O_RDONLY | O_CLOEXEC);
+    if (rd < 0) return -1;
     std::string bytes(static_cast<size_t>(st.st_size), '\0');
     for (size_t done = 0; done < bytes.size();) {
-        const ssize_t r = ::pread(fd, bytes.data() + done, bytes.size() - done, static_cast<off_t>(done));
-        if (r <= 0) return -1;
+        const ssize_t r = ::pread(rd, bytes.data() + done, bytes.size() - done, static_cast<off_t>(done));
+        if (r <= 0) {
+            ::close(rd);
+            errno = EIO;
+            return -1;
+        }
         done += static_cast<size_t>(r);
     }
+    ::close(rd);
     put_atomic(data_path(journal_, st.st_ino), bytes);
     return 0;
 }

@@ -121,8 +121,17 @@ TEST_CASE("journal fs: unsynced writes to an old file, a truncation and an unlin
     CHECK(d.fs.fsync_dir(d.dir) == 0);
     JournalFs::power_cut(d.dir, d.journal);
     CHECK(files(d.dir) == std::map<std::string, std::string>{{"a", "AAAZ"}});
+    // A write-only descriptor syncs too (DIR/current is written through one).
+    fd = d.fs.open(d.path("w"), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+    CHECK(d.fs.pwrite(fd, "W", 1, 0) == 1);
+    CHECK(d.fs.fsync(fd) == 0);
+    CHECK(d.fs.close(fd) == 0);
+    CHECK(d.fs.fsync_dir(d.dir) == 0);
+    JournalFs::power_cut(d.dir, d.journal);
+    CHECK(files(d.dir) == std::map<std::string, std::string>{{"a", "AAAZ"}, {"w", "W"}});
     // The hook saw every operation, in order; a folder the journal does not track is refused.
-    CHECK(d.ops == std::vector<std::string>{"open", "pwrite", "ftruncate", "close", "unlink", "open", "pwrite", "fsync", "close", "unlink", "fsync_dir"});
+    CHECK(d.ops == std::vector<std::string>{"open", "pwrite", "ftruncate", "close", "unlink", "open", "pwrite", "fsync", "close", "unlink", "fsync_dir",
+                                             "open", "pwrite", "fsync", "close", "fsync_dir"});
     CHECK(d.fs.fsync_dir(d.tmp.path()) == -1);
 }
 
@@ -158,13 +167,22 @@ TEST_CASE("flash on a journaling disk: a power cut before any of its file operat
     so.timeout_ms = 3000;
     const fw::SendResult r = fw::send_file(line.fd[0], line.fd[0], new_bytes, "default", so);
     std::string seen;
-    CHECK(expect(line.fd[0], seen, "OK loaded default") != std::string::npos);  // after it, current is written
+    // The console's verdict after BYE: the install, then the load that writes DIR/current.
+    const size_t after = expect(line.fd[0], seen, "flash: installed default.ember");
+    CHECK(after != std::string::npos);
+    CHECK(expect(line.fd[0], seen, "OK loaded default", after) != std::string::npos);
     ::shutdown(line.fd[0], SHUT_RDWR);
     device.join();
     CHECK(r.message.find("installed default.ember") == 0);
     const size_t installed_at = static_cast<size_t>(std::find(ops.begin(), ops.end(), "fsync_dir") - ops.begin());  // 0-based
+    std::string op_list;
+    for (const auto& op : ops) op_list += op + " ";
+    CAPTURE(op_list);
     REQUIRE(installed_at < ops.size());
-    CHECK(std::count(ops.begin(), ops.end(), "fsync") == 2);  // the received file, then DIR/current
+    // The received file, then DIR/current: each synced, renamed into place, the folder synced.
+    CHECK(std::count(ops.begin(), ops.end(), "fsync") == 2);
+    CHECK(std::count(ops.begin(), ops.end(), "rename") == 2);
+    CHECK(std::count(ops.begin(), ops.end(), "fsync_dir") == 2);
     const std::string old_sha = sha256_hex(old_bytes.data(), old_bytes.size()), new_sha = sha256_hex(new_bytes.data(), new_bytes.size());
     int olds = 0, news = 0;
     for (size_t k = 1; k <= ops.size() + 1; ++k) {  // k = ops + 1: the power goes after the last operation
