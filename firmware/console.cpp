@@ -349,14 +349,17 @@ void Console::cmd_load(const std::string& name, bool remember) {
     model_ = std::move(m);
     name_ = name;
     if (remember) {
-        // DIR/current: the model to load at the next start (written atomically).
+        // DIR/current: the model to load at the next start (written atomically: the data
+        // synced before the rename, the folder synced after it, so a power cut leaves the
+        // old name or the new one). Best effort: a failure leaves the old pointer.
         const std::string cur = opts_.models_dir + "/current", tmp = cur + ".tmp";
-        const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+        DeviceFs& fs = *opts_.fs;
+        const int fd = fs.open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
         if (fd >= 0) {
             const std::string body = name + "\n";
-            const bool good = ::write(fd, body.data(), body.size()) == static_cast<ssize_t>(body.size()) && ::fsync(fd) == 0;
-            ::close(fd);
-            if (good) ::rename(tmp.c_str(), cur.c_str());
+            const bool good = fs.pwrite(fd, body.data(), body.size(), 0) == static_cast<ssize_t>(body.size()) && fs.fsync(fd) == 0;
+            fs.close(fd);
+            if (good && fs.rename(tmp, cur) == 0) fs.fsync_dir(opts_.models_dir);
         }
     }
     const ModelConfig& c = model_->config();
@@ -528,6 +531,7 @@ void Console::cmd_flash() {
     ro.kill_before_rename = opts_.kill_before_rename;
     ro.fail_dir_fsync = opts_.fail_dir_fsync;
     ro.memory_limit = opts_.flash_memory_limit;
+    ro.fs = opts_.fs;
     const std::string pending = inbox_.substr(inbox_pos_);
     inbox_.clear();
     inbox_pos_ = 0;

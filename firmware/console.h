@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "firmware/console_parser.h"
+#include "firmware/device_fs.h"
 #include "firmware/event_log.h"
 #include "firmware/flash.h"
 #include "firmware/line_editor.h"
@@ -47,6 +48,8 @@ struct ConsoleOptions {
     bool ctrl_d_ends = false;      // Ctrl-D on an empty line ends the console (--stdio on a terminal)
     int log_fd = -1;               // events (firmware/event_log.h) go here too (ember-console: stderr); -1: none
     std::string log_file;          // --log FILE: events appended here; "": none
+    // Every change to models_dir (flash, DIR/current) goes through this; tests journal it.
+    std::shared_ptr<DeviceFs> fs = std::make_shared<PosixFs>();
 };
 
 class Console {

@@ -53,22 +53,27 @@ std::string from_hex(const std::string& hex) {
     return raw;
 }
 
-void fsync_dir(const std::string& dir) {
-    const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0) fail(printable(dir, 200), ": cannot open the folder to sync it: ", std::strerror(errno));
-    const int r = ::fsync(fd);
-    ::close(fd);
-    if (r != 0) fail(printable(dir, 200), ": fsync: ", std::strerror(errno));
+void fsync_dir(DeviceFs& fs, const std::string& dir) {
+    if (fs.fsync_dir(dir) != 0) fail(printable(dir, 200), ": fsync of the folder: ", std::strerror(errno));
+}
+
+void sync_file(DeviceFs& fs, const std::string& path) {
+    const int fd = fs.open(path, O_RDONLY | O_CLOEXEC, 0);
+    if (fd < 0) fail(printable(path, 200), ": cannot open to sync it: ", std::strerror(errno));
+    const int r = fs.fsync(fd);
+    const int saved = errno;
+    fs.close(fd);
+    if (r != 0) fail(printable(path, 200), ": fsync: ", std::strerror(saved));
 }
 
 // Removes DIR/.flash-*.part files other than `keep` (older, abandoned transfers).
-void remove_stale_parts(const std::string& dir, const std::string& keep) {
+void remove_stale_parts(DeviceFs& fs, const std::string& dir, const std::string& keep) {
     DIR* d = ::opendir(dir.c_str());
     if (!d) return;
     while (dirent* e = ::readdir(d)) {
         const std::string n = e->d_name;
         if (n.rfind(".flash-", 0) == 0 && n.size() > 5 && n.compare(n.size() - 5, 5, ".part") == 0 && dir + "/" + n != keep)
-            ::unlink((dir + "/" + n).c_str());
+            fs.unlink(dir + "/" + n);
     }
     ::closedir(d);
 }
@@ -88,12 +93,14 @@ std::string check_model_name(const std::string& name) {
 
 // ---------------------------------------------------------------- receiver
 
-FlashReceiver::FlashReceiver(ReceiverOptions opts) : opts_(std::move(opts)) {}
+FlashReceiver::FlashReceiver(ReceiverOptions opts) : opts_(std::move(opts)) {
+    if (!opts_.fs) fail("flash receiver for ", printable(opts_.models_dir, 200), ": no file operations given (ReceiverOptions::fs is null)");
+}
 
 FlashReceiver::~FlashReceiver() { close_part(); }
 
 void FlashReceiver::close_part() {
-    if (part_fd_ >= 0) ::close(part_fd_);
+    if (part_fd_ >= 0) opts_.fs->close(part_fd_);
     part_fd_ = -1;
 }
 
@@ -165,12 +172,12 @@ void FlashReceiver::on_offer(const Frame& in, std::vector<Frame>& out) {
         part_path_.clear();
     } else {
         part_path_ = opts_.models_dir + "/.flash-" + sha + ".part";
-        remove_stale_parts(opts_.models_dir, part_path_);
-        part_fd_ = ::open(part_path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+        remove_stale_parts(*opts_.fs, opts_.models_dir, part_path_);
+        part_fd_ = opts_.fs->open(part_path_, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
         if (part_fd_ < 0) return refuse(part_path_ + ": cannot create: " + std::strerror(errno));
         if (::fstat(part_fd_, &st) != 0) return refuse(part_path_ + ": fstat: " + std::strerror(errno));
         if (static_cast<uint64_t>(st.st_size) > size) {
-            if (::ftruncate(part_fd_, 0) != 0) return refuse(part_path_ + ": ftruncate: " + std::strerror(errno));
+            if (opts_.fs->ftruncate(part_fd_, 0) != 0) return refuse(part_path_ + ": ftruncate: " + std::strerror(errno));
             st.st_size = 0;
         }
         received_ = static_cast<uint64_t>(st.st_size);
@@ -196,7 +203,7 @@ void FlashReceiver::on_data(const Frame& in, std::vector<Frame>& out) {
         const std::string bytes = r.rest();
         size_t done = 0;
         while (done < n) {
-            const ssize_t w = ::pwrite(part_fd_, bytes.data() + done, n - done, static_cast<off_t>(received_ + done));
+            const ssize_t w = opts_.fs->pwrite(part_fd_, bytes.data() + done, n - done, static_cast<off_t>(received_ + done));
             if (w < 0 && errno == EINTR) continue;
             if (w <= 0) fail(part_path_, ": write: ", std::strerror(errno));
             done += static_cast<size_t>(w);
@@ -223,19 +230,29 @@ void FlashReceiver::on_done(const Frame& in, std::vector<Frame>& out) {
     }
     const std::string target = opts_.models_dir + "/" + name_ + ".ember";
     if (already_installed_) {
-        finish(0, "already installed " + name_ + ".ember (" + std::to_string(size_) + " bytes, sha256 " + sha_hex_ + ")");
+        // In place is not yet durable: a device killed between the rename and the folder's
+        // fsync finds the file there after a restart, but a power cut would still undo the
+        // rename. Sync the file and the folder before saying it is installed.
+        std::string warning;
+        try {
+            sync_file(*opts_.fs, target);
+            fsync_dir(*opts_.fs, opts_.models_dir);
+        } catch (const Error& e) {
+            warning = std::string("; warning: ") + e.what() + ": the install may not survive a power cut";
+        }
+        finish(0, "already installed " + name_ + ".ember (" + std::to_string(size_) + " bytes, sha256 " + sha_hex_ + ")" + warning);
         outcome_.installed = true;
         out.push_back(make(FrameType::Result, in.seq, result_));
         return;
     }
     auto reject = [&](const std::string& why) {
         close_part();
-        ::unlink(part_path_.c_str());
+        opts_.fs->unlink(part_path_);
         offered_ = false;
         finish(1, why);
         out.push_back(make(FrameType::Result, in.seq, result_));
     };
-    if (::fsync(part_fd_) != 0) return reject(part_path_ + ": fsync: " + std::strerror(errno));
+    if (opts_.fs->fsync(part_fd_) != 0) return reject(part_path_ + ": fsync: " + std::strerror(errno));
     close_part();
     const std::string got = sha256_file(part_path_);
     if (got != sha_hex_) return reject("SHA-256 mismatch: the received file hashes to " + got + ", the offer said " + sha_hex_);
@@ -251,14 +268,14 @@ void FlashReceiver::on_done(const Frame& in, std::vector<Frame>& out) {
         return reject(std::string("not a valid .ember model, nothing installed: ") + e.what());
     }
     if (opts_.kill_before_rename) ::raise(SIGKILL);
-    if (::rename(part_path_.c_str(), target.c_str()) != 0) return reject(target + ": rename: " + std::strerror(errno));
+    if (opts_.fs->rename(part_path_, target) != 0) return reject(target + ": rename: " + std::strerror(errno));
     // Installed from here on: a folder that will not sync is a warning with the install,
     // never a refusal (it used to NAK a model that was in place, then refuse the repeated DONE).
     outcome_.installed = true;
     std::string warning;
     try {
         if (opts_.fail_dir_fsync) fail(printable(opts_.models_dir, 200), ": fsync: Input/output error (test hook)");
-        fsync_dir(opts_.models_dir);
+        fsync_dir(*opts_.fs, opts_.models_dir);
     } catch (const Error& e) {
         warning = std::string("; warning: ") + e.what() + ": the install may not survive a power cut";
     }

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "firmware/device_fs.h"
 #include "firmware/frame.h"
 #include "runtime/error.h"
 
@@ -35,6 +36,8 @@ struct ReceiverOptions {
     bool kill_before_rename = false;
     // Test hook: the folder's fsync after the rename fails (as on a failing disk).
     bool fail_dir_fsync = false;
+    // Every change to models_dir goes through this (tests put a journaling disk here).
+    std::shared_ptr<DeviceFs> fs = std::make_shared<PosixFs>();
 };
 
 struct FlashOutcome {
