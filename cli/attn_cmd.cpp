@@ -43,7 +43,7 @@ std::vector<std::vector<float>> matrix(const AttentionWeights& w, int h) {
 int cmd_attn(const AttnArgs& a) {
     auto model = Model::open(a.model, a.load);
     const ModelConfig& c = model->config();
-    if (a.head >= c.n_head) fail("attn: head ", a.head, " is outside [0, ", c.n_head, ") (n_head ", c.n_head, ")");
+    if (a.head >= c.n_head) fail("attention: head ", a.head, " is outside [0, ", c.n_head, ") (n_head ", c.n_head, ")");
     const auto tok = make_tokenizer(*model);
     const std::vector<int> ids = tok->encode(a.prompt, "prompt");
     SessionOptions so;

@@ -242,8 +242,8 @@ int cmd_info(const std::string& model_path, int threads_requested, bool json) {
     const int threads = resolve_threads(threads_requested);
     const MemoryPlan gen = plan_memory(*model, threads, false);
     const MemoryPlan ev = plan_memory(*model, threads, true);
-    std::printf("weights: %zu bytes; arena: %zu bytes to generate, %zu bytes to eval (%d threads)\n", model->weight_bytes(),
-                gen.total, ev.total, threads);
+    std::printf("weights: %zu bytes; arena: %zu bytes to generate, %zu bytes to eval (%d thread%s)\n", model->weight_bytes(),
+                gen.total, ev.total, threads, threads == 1 ? "" : "s");
     if (!model->checksum_ok()) {
         std::fflush(stdout);
         std::fprintf(stderr, "ember: error: %s: checksum mismatch over the data section (file corrupted)\n", printable(model_path, 200).c_str());

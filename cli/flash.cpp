@@ -87,7 +87,10 @@ int cmd_flash(const FlashArgs& a) {
     o.retries = a.retries;
     Progress progress;
     bool resumed_said = false;
+    const auto t0 = std::chrono::steady_clock::now();
+    auto t_data = t0;  // when the device acknowledged the last byte (then it verifies and installs)
     o.progress = [&](uint64_t acked, uint64_t total, uint64_t from) {
+        if (acked == total) t_data = std::chrono::steady_clock::now();
         if (from > 0 && !resumed_said) {
             progress.finish();
             std::fprintf(stderr, "resuming at byte %llu of %llu\n", static_cast<unsigned long long>(from), static_cast<unsigned long long>(total));
@@ -95,14 +98,17 @@ int cmd_flash(const FlashArgs& a) {
         }
         progress.update(acked, total, from);
     };
-    const auto t0 = std::chrono::steady_clock::now();
     try {
         const fw::SendResult r = fw::send_file(port.fd(), port.fd(), bytes, name, o);
         progress.finish();
-        const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-        std::printf("flashed %s as %s.ember: %llu bytes in %.1f s (%s/s), %llu retransmissions\n", printable(a.model, 200).c_str(), name.c_str(),
-                    static_cast<unsigned long long>(r.bytes), s, human_bytes(s > 0 ? (r.bytes - r.resumed_from) / s : 0).c_str(),
-                    static_cast<unsigned long long>(r.retransmissions));
+        const auto t1 = std::chrono::steady_clock::now();
+        if (t_data < t0 || t_data > t1) t_data = t1;
+        const double sent = std::chrono::duration<double>(t_data - t0).count(), install = std::chrono::duration<double>(t1 - t_data).count();
+        // The rate is the progress bar's: bytes sent this run over the time until the last was acknowledged.
+        std::printf("flashed %s as %s.ember: %llu bytes sent in %.1f s (%s/s), %llu retransmissions; verified and installed by the device in %.1f s\n",
+                    printable(a.model, 200).c_str(), name.c_str(), static_cast<unsigned long long>(r.bytes), sent,
+                    human_bytes(sent > 0 ? (r.bytes - r.resumed_from) / sent : 0).c_str(), static_cast<unsigned long long>(r.retransmissions),
+                    install);
         std::printf("device: %s\n", r.message.c_str());
         return 0;
     } catch (const fw::FlashError& e) {

@@ -417,7 +417,7 @@ void Console::cmd_attn(const Command& c) {
         return;
     }
     const int H = model_->config().n_head;
-    if (c.attn.head >= H) fail("attn: head ", c.attn.head, " is outside [0, ", H, ") (n_head ", H, ")");
+    if (c.attn.head >= H) fail("attention: head ", c.attn.head, " is outside [0, ", H, ") (n_head ", H, ")");
     const std::vector<int> ids = tok_->encode(c.text, "prompt");
     SessionOptions o;
     o.threads = opts_.threads;

@@ -83,6 +83,6 @@ TEST_CASE("console: attn answers the probe's text for each head, then OK, and er
     REQUIRE(one != std::string::npos);
     CHECK(got.find("layer 1 head 3: 1 tokens", one) != std::string::npos);
     CHECK(got.find("ERR attention: layer 9 is outside [0, 2)") != std::string::npos);
-    CHECK(got.find("ERR attn: head 4 is outside [0, 4)") != std::string::npos);
+    CHECK(got.find("ERR attention: head 4 is outside [0, 4)") != std::string::npos);
     CHECK(got.find("ERR prompt: character") != std::string::npos);
 }
