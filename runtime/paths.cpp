@@ -18,7 +18,7 @@ bool same_file(const std::filesystem::path& a, const std::filesystem::path& b) {
 
 }  // namespace
 
-void check_output_not_input(const std::string& out, const std::vector<std::pair<std::string, std::string>>& inputs) {
+void check_output_not_input(const std::string& out, const std::vector<std::pair<std::string, std::string>>& inputs, const char* option) {
     namespace fs = std::filesystem;
     for (const auto& [role, path] : inputs) {
         if (path.empty()) continue;
@@ -30,7 +30,7 @@ void check_output_not_input(const std::string& out, const std::vector<std::pair<
             }
         }
         if (hit) {
-            fail("-o ", printable(out, 200), " is the ", role, " (an input): writing it would destroy it; choose another output");
+            fail(option, " ", printable(out, 200), " is the ", role, " (an input): writing it would destroy it; choose another output");
         }
     }
 }
