@@ -1,6 +1,7 @@
 // What `ember` records for a person or a script: `info --json`, `bench --runs R` with min,
 // median and max, and `finetune --log FILE` (CSV).
 #include <doctest/doctest.h>
+#include <sys/stat.h>
 
 #include <nlohmann/json.hpp>
 
@@ -175,4 +176,34 @@ TEST_CASE("ember finetune --log FILE writes a CSV row per step, appended on --re
                                 q(dir.file("b.emba")),
                             dir),
                   "--log");
+}
+
+TEST_CASE("ember finetune --log refuses a file that is not a log, the adapter's own path and a FIFO no one reads, spoiling nothing") {
+    ember::test::TempDir dir;
+    const std::string model = convert_fixture(dir), a = dir.file("a.emba");
+    const std::string text = dir.file("train.txt");
+    ember::test::write_file(text, ember::test::read_file(fixture("gptpy/eval.txt")));
+    const std::string run = "finetune -m " + q(model) + " --text " + q(text) + " --threads 2 --batch 2 --steps 1 -o " + q(a) + " --log ";
+    // The training text, the model, any other file: refused, the bytes as they were.
+    for (const std::string& victim : {text, model}) {
+        const std::string before = ember::test::read_file(victim);
+        check_refused(ember_cli(run + q(victim), dir), "exists and is not a finetune log");
+        CHECK(ember::test::read_file(victim) == before);
+    }
+    // -o itself, spelled otherwise: the checkpoint's rename would drop the rows.
+    check_refused(ember_cli(run + q(dir.path() + "/./a.emba"), dir), "is also -o");
+    // A FIFO with no reader: an error at once, not a wait.
+    const std::string fifo = dir.file("fifo");
+    REQUIRE(::mkfifo(fifo.c_str(), 0644) == 0);
+    check_refused(ember::test::ember_cli_in_shell("timeout 20", run + q(fifo), dir), "--log");
+    // A log this command wrote is appended to: the header once.
+    const std::string log = dir.file("log.csv");
+    REQUIRE(ember_cli(run + q(log), dir).status == 0);
+    const Run resumed = ember_cli("finetune -m " + q(model) + " --text " + q(text) + " --threads 2 --steps 2 -o " + q(a) + " --resume " + q(a) +
+                                  " --log " + q(log), dir);
+    CAPTURE(resumed.err);
+    REQUIRE(resumed.status == 0);
+    const std::vector<std::string> lines = split(ember::test::read_file(log), '\n');
+    CHECK(std::count(lines.begin(), lines.end(), "step,loss,val_loss,lr,tokens_per_s") == 1);
+    CHECK(lines.size() == 1 + 3 + 1);
 }
