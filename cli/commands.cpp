@@ -222,11 +222,11 @@ int cmd_info(const std::string& model_path, int threads_requested, bool json) {
         std::string chars;
         for (uint32_t cp : model->code_points()) {
             char buf[4];
-            chars += cp == '\n' ? std::string("\\n") : cp < 0x20 || cp == 0x7f ? describe_code_point(cp) : std::string(buf, utf8_encode(cp, buf));
+            chars += cp == '\n' ? std::string("\\n") : cp < 0x20 || cp == 0x7f || (cp >= 0x80 && cp < 0xa0) ? describe_code_point(cp) : std::string(buf, utf8_encode(cp, buf));
         }
         std::printf("characters: %s\n", chars.c_str());
     }
-    std::printf("source: %s\n", model->provenance().c_str());
+    std::printf("source: %s\n", displayable(model->provenance()).c_str());  // the file's bytes: no escape sequence reaches the terminal
     std::printf("%-22s %-14s %-5s %6s %10s\n", "tensor", "shape", "dtype", "group", "bytes");
     for (const auto& t : model->tensors()) {
         std::string shape = "[";

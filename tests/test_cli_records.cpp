@@ -99,6 +99,32 @@ TEST_CASE("ember info --json holds the facts the text prints") {
     CHECK(bad.err.find("checksum mismatch") != std::string::npos);
 }
 
+TEST_CASE("ember info on a crafted provenance: no control byte reaches the terminal, nothing is cut at a NUL; a FIFO is refused at once") {
+    ember::test::TempDir dir;
+    std::string bytes = ember::test::read_file(convert_fixture(dir));
+    // The provenance lies in the index, outside the checksummed data section: the same length
+    // of other bytes keeps the file valid. ESC [2J clears a screen; CSI (U+009B) in UTF-8; NUL.
+    const std::string name = "model.pt", evil = std::string("\x1b[2\xc2\x9b\xff\n\0", 8);
+    const size_t at = bytes.find(name);
+    REQUIRE(at != std::string::npos);
+    bytes.replace(at, name.size(), evil);
+    ember::test::write_file(dir.file("evil.ember"), bytes);
+    const Run r = ember_cli("info " + q(dir.file("evil.ember")), dir);
+    REQUIRE(r.status == 0);
+    const size_t line = r.out.find("source: ");
+    REQUIRE(line != std::string::npos);
+    CHECK(r.out.substr(line, r.out.find('\n', line) - line).rfind("source: \\x1b[2\\xc2\\x9b\\xff\\x0a\\x00 (sha256 ", 0) == 0);
+    for (char c : r.out) CHECK((c == '\n' || static_cast<unsigned char>(c) >= 0x20));
+    CHECK(r.out.find("\xc2\x9b") == std::string::npos);
+    const Run js = ember_cli("info --json " + q(dir.file("evil.ember")), dir);
+    REQUIRE(js.status == 0);
+    CHECK(nlohmann::json::parse(js.out)["source"].get<std::string>().find(" (sha256 ") != std::string::npos);
+
+    const std::string fifo = dir.file("fifo.ember");
+    REQUIRE(::mkfifo(fifo.c_str(), 0644) == 0);
+    check_refused(ember::test::ember_cli_in_shell("timeout 20", "info " + q(fifo), dir), "not a regular file");
+}
+
 TEST_CASE("ember bench --runs R prints min, median and max, in text and JSON") {
     ember::test::TempDir dir;
     const std::string model = convert_fixture(dir);
