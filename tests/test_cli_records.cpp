@@ -99,7 +99,7 @@ TEST_CASE("ember info --json holds the facts the text prints") {
     CHECK(bad.err.find("checksum mismatch") != std::string::npos);
 }
 
-TEST_CASE("ember info on a crafted provenance: no control byte reaches the terminal, nothing is cut at a NUL; a FIFO is refused at once") {
+TEST_CASE("ember info on a crafted provenance: no control byte reaches the terminal, nothing is cut at a NUL, and a FIFO is refused at once") {
     ember::test::TempDir dir;
     std::string bytes = ember::test::read_file(convert_fixture(dir));
     // The provenance lies in the index, outside the checksummed data section: the same length
