@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 #include "runtime/error.h"
@@ -146,8 +147,8 @@ bool write_all(int fd, const uint8_t* p, size_t n) {
 }
 
 // bytes to path. A regular file (or a new one) is written to path.tmp-PID and renamed over
-// it, so a failure leaves what was there; anything else that exists (a device, a FIFO) is
-// written in place and never removed.
+// it, so a failure leaves what was there (its mode is not kept: the picture is 0644 less
+// umask); anything else that exists (a device, a FIFO) is written in place, never removed.
 void write_file(const std::string& path, const std::vector<uint8_t>& bytes) {
     const std::string f = printable(path, 200);
     struct stat st {};
@@ -160,7 +161,17 @@ void write_file(const std::string& path, const std::vector<uint8_t>& bytes) {
         if (::close(fd) != 0 || !ok) fail("cannot write ", f, ": ", std::strerror(ok ? errno : e));
         return;
     }
-    const std::string tmp = path + ".tmp-" + std::to_string(::getpid());
+    // An existing file: written only if it may be (a rename would replace a read-only one), and
+    // through a link into its target (the rename would replace the link).
+    std::string target = path;
+    if (::stat(path.c_str(), &st) == 0) {
+        if (::access(path.c_str(), W_OK) != 0) fail("cannot write ", f, ": ", std::strerror(errno));
+        char* real = ::realpath(path.c_str(), nullptr);
+        if (!real) fail("cannot write ", f, ": ", std::strerror(errno));
+        target = real;
+        std::free(real);
+    }
+    const std::string tmp = target + ".tmp-" + std::to_string(::getpid());
     const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0) fail("cannot write ", f, ": ", std::strerror(errno));
     const bool ok = write_all(fd, bytes.data(), bytes.size());
@@ -171,7 +182,7 @@ void write_file(const std::string& path, const std::vector<uint8_t>& bytes) {
         ::unlink(tmp.c_str());
         fail("cannot write ", f, ": ", std::strerror(err));
     }
-    if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    if (std::rename(tmp.c_str(), target.c_str()) != 0) {
         const int err = errno;
         ::unlink(tmp.c_str());
         fail("cannot write ", f, ": ", std::strerror(err));

@@ -280,6 +280,13 @@ TEST_CASE("ember attn --png: never writes over the model, never removes what it 
     test::write_file(png, "not a picture");
     REQUIRE(test::ember_cli(base + " --png " + test::q(png), dir).status == 0);
     CHECK(test::read_file(png).compare(0, 8, "\x89PNG\r\n\x1a\n") == 0);
+    // Through a link: the link stays, its target becomes the picture.
+    const std::string target = dir.file("target.png"), link = dir.file("link.png");
+    test::write_file(target, "old");
+    std::filesystem::create_symlink(target, link);
+    REQUIRE(test::ember_cli(base + " --png " + test::q(link), dir).status == 0);
+    CHECK(std::filesystem::is_symlink(link));
+    CHECK(test::read_file(target) == test::read_file(png));
     size_t files = 0;
     for (const auto& entry : std::filesystem::directory_iterator(dir.path())) files += entry.path().filename().string().find(".tmp-") != std::string::npos;
     CHECK(files == 0);
