@@ -35,4 +35,11 @@ void check_output_not_input(const std::string& out, const std::vector<std::pair<
     }
 }
 
+void check_output_replaceable(const std::string& out, const char* option) {
+    std::error_code ec;
+    const std::filesystem::file_status st = std::filesystem::status(out, ec);
+    if (ec || !std::filesystem::exists(st) || std::filesystem::is_regular_file(st)) return;
+    fail(option, " ", printable(out, 200), " exists and is not a regular file (a device, a FIFO, a folder): the file written would replace it; choose a file");
+}
+
 }  // namespace ember

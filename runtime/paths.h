@@ -16,4 +16,9 @@ namespace ember {
 void check_output_not_input(const std::string& out, const std::vector<std::pair<std::string, std::string>>& inputs,
                             const char* option = "-o");
 
+// Throws ember::Error when `out` exists and is not a regular file (a device such as /dev/null,
+// a FIFO, a folder): a file written beside it and renamed over it would replace it (run as
+// root, the device node itself). `option` names the output's option in the message.
+void check_output_replaceable(const std::string& out, const char* option = "-o");
+
 }  // namespace ember
