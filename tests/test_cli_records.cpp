@@ -156,6 +156,52 @@ TEST_CASE("ember bench --runs R prints min, median and max, in text and JSON") {
     check_refused(ember_cli("bench -m " + q(model) + " --runs 0", dir), "--runs");
 }
 
+TEST_CASE("ember bench on a block_size 1 model: no decode figure (null), not 0 tokens/s") {
+    ember::test::TempDir dir;
+    // The GPT-2-shaped fixture cut to one position: wpe's first row, n_positions 1.
+    const std::string st = ember::test::read_file(fixture("gpt2/hf/model.safetensors"));
+    uint64_t n = 0;
+    for (int i = 7; i >= 0; --i) n = n << 8 | static_cast<unsigned char>(st[i]);
+    nlohmann::json header = nlohmann::json::parse(st.substr(8, n));
+    const std::string data = st.substr(8 + n);
+    std::string body;
+    for (auto& [name, t] : header.items()) {
+        if (name == "__metadata__") continue;
+        const uint64_t begin = t["data_offsets"][0], end = t["data_offsets"][1];
+        std::string bytes = data.substr(begin, end - begin);
+        if (name.find("wpe.weight") != std::string::npos) {
+            bytes.resize(t["shape"][1].get<size_t>() * 4);
+            t["shape"][0] = 1;
+        }
+        t["data_offsets"] = {body.size(), body.size() + bytes.size()};
+        body += bytes;
+    }
+    const std::string h = header.dump();
+    std::string file(8, '\0');
+    for (int i = 0; i < 8; ++i) file[i] = static_cast<char>((h.size() >> (8 * i)) & 0xff);
+    ember::test::write_file(dir.file("model.safetensors"), file + h + body);
+    nlohmann::json config = ember::test::load_json(fixture("gpt2/hf/config.json"));
+    config["n_positions"] = 1;
+    config["n_ctx"] = 1;
+    ember::test::write_file(dir.file("config.json"), config.dump());
+    const std::string model = dir.file("bs1.ember");
+    const Run conv = ember_cli("convert " + q(dir.file("model.safetensors")) + " --tokenizer " + q(fixture("gpt2/tiny_tokenizer")) + " -o " + q(model), dir);
+    CAPTURE(conv.err);
+    REQUIRE(conv.status == 0);
+
+    const Run js = ember_cli("bench -m " + q(model) + " --runs 2 --json", dir);
+    REQUIRE(js.status == 0);
+    const nlohmann::json j = nlohmann::json::parse(js.out);
+    CHECK(j["block_size"] == 1);
+    CHECK(j["decode_tokens"] == 0);
+    CHECK(j["decode_tok_s"].is_null());
+    CHECK(j["decode_tok_s_min"].is_null());
+    CHECK(j["prefill_tok_s"].get<double>() > 0);
+    const Run text = ember_cli("bench -m " + q(model) + " --runs 1", dir);
+    REQUIRE(text.status == 0);
+    CHECK(text.out.find("decode:  none (block_size 1 leaves no token to decode") != std::string::npos);
+}
+
 TEST_CASE("ember finetune --log FILE writes a CSV row per step, appended on --resume") {
     ember::test::TempDir dir;
     const std::string model = convert_fixture(dir), text = fixture("gptpy/eval.txt"), a = dir.file("a.emba"), log = dir.file("log.csv");
