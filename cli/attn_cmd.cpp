@@ -10,6 +10,7 @@
 #include "runtime/adapter.h"
 #include "runtime/attention_probe.h"
 #include "runtime/error.h"
+#include "runtime/paths.h"
 #include "runtime/tokenizer.h"
 
 namespace ember::cli {
@@ -18,11 +19,13 @@ CLI::App* add_attn_command(CLI::App& app, AttnArgs& a) {
     auto* c = app.add_subcommand("attn", "softmax attention weights of a layer's heads for a prompt (text, --json, --png)");
     c->add_option("-m,--model", a.model, ".ember file")->required();
     c->add_option("-p,--prompt", a.prompt, "prompt text, at most block_size tokens")->required();
-    c->add_option("--layer", a.layer, "layer, from 0")->capture_default_str()->check(CLI::NonNegativeNumber);
-    c->add_option("--head", a.head, "head, from 0 (default: every head of the layer)")->check(CLI::NonNegativeNumber);
+    c->add_option("--layer", a.layer, "layer, from 0")->capture_default_str()->check(CLI::Range(0, 1 << 16));
+    c->add_option("--head", a.head, "head, from 0 (default: every head of the layer)")->check(CLI::Range(0, 1 << 16));
     c->add_option("--top", a.top, "text: the strongest keys shown per query")->capture_default_str()->check(CLI::Range(1, 1 << 20));
     c->add_flag("--json", a.json, "print the T x T weights as JSON instead of the text");
-    c->add_option("--png", a.png, "write a heatmap to FILE (every head in a grid without --head)")->type_name("FILE");
+    c->add_option("--png", a.png, "write a heatmap to FILE (every head in a grid without --head)")
+        ->type_name("FILE")
+        ->check(CLI::Validator([](std::string& v) { return v.empty() ? std::string("needs a file name") : std::string(); }, "FILE"));
     c->add_option("--threads", a.threads, "0 = all cores")->capture_default_str()->check(CLI::Range(0, 256));
     c->add_option("--adapter", a.adapter, "LoRA adapter file (ember finetune), applied unmerged");
     c->add_flag_callback("--no-mmap", [&a] { a.load.mmap = false; }, "read the model into anonymous memory instead of mapping the file");
@@ -41,6 +44,8 @@ std::vector<std::vector<float>> matrix(const AttentionWeights& w, int h) {
 }  // namespace
 
 int cmd_attn(const AttnArgs& a) {
+    // The picture replaces FILE: never the model or the adapter it reads.
+    if (!a.png.empty()) check_output_not_input(a.png, {{"model", a.model}, {"adapter", a.adapter}}, "--png");
     auto model = Model::open(a.model, a.load);
     const ModelConfig& c = model->config();
     if (a.head >= c.n_head) fail("attention: head ", a.head, " is outside [0, ", c.n_head, ") (n_head ", c.n_head, ")");

@@ -1,12 +1,18 @@
 #include "cli/attn_png.h"
 
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <gd.h>
 #include <png.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 #include "runtime/error.h"
@@ -128,6 +134,61 @@ void draw_panel(Canvas& cv, const gdFont& f, const Layout& l, int x0, int y0, co
     }
 }
 
+// All of n bytes to fd; false with errno on a failure.
+bool write_all(int fd, const uint8_t* p, size_t n) {
+    while (n > 0) {
+        const ssize_t w = ::write(fd, p, n);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) return false;
+        p += w;
+        n -= static_cast<size_t>(w);
+    }
+    return true;
+}
+
+// bytes to path. A regular file (or a new one) is written to path.tmp-PID and renamed over
+// it, so a failure leaves what was there (its mode is not kept: the picture is 0644 less
+// umask); anything else that exists (a device, a FIFO) is written in place, never removed.
+void write_file(const std::string& path, const std::vector<uint8_t>& bytes) {
+    const std::string f = printable(path, 200);
+    struct stat st {};
+    if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) fail("cannot write ", f, ": is a directory");
+    if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
+        const int fd = ::open(path.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+        if (fd < 0) fail("cannot write ", f, ": ", std::strerror(errno));
+        const bool ok = write_all(fd, bytes.data(), bytes.size());
+        const int e = errno;
+        if (::close(fd) != 0 || !ok) fail("cannot write ", f, ": ", std::strerror(ok ? errno : e));
+        return;
+    }
+    // An existing file: written only if it may be (a rename would replace a read-only one), and
+    // through a link into its target (the rename would replace the link).
+    std::string target = path;
+    if (::stat(path.c_str(), &st) == 0) {
+        if (::access(path.c_str(), W_OK) != 0) fail("cannot write ", f, ": ", std::strerror(errno));
+        char* real = ::realpath(path.c_str(), nullptr);
+        if (!real) fail("cannot write ", f, ": ", std::strerror(errno));
+        target = real;
+        std::free(real);
+    }
+    const std::string tmp = target + ".tmp-" + std::to_string(::getpid());
+    const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) fail("cannot write ", f, ": ", std::strerror(errno));
+    const bool ok = write_all(fd, bytes.data(), bytes.size());
+    const int e = errno;
+    const bool closed = ::close(fd) == 0;
+    if (!ok || !closed) {
+        const int err = ok ? errno : e;
+        ::unlink(tmp.c_str());
+        fail("cannot write ", f, ": ", std::strerror(err));
+    }
+    if (std::rename(tmp.c_str(), target.c_str()) != 0) {
+        const int err = errno;
+        ::unlink(tmp.c_str());
+        fail("cannot write ", f, ": ", std::strerror(err));
+    }
+}
+
 }  // namespace
 
 void write_attention_png(const std::string& path, const AttentionWeights& w, const std::vector<int>& heads,
@@ -152,8 +213,16 @@ void write_attention_png(const std::string& path, const AttentionWeights& w, con
     img.width = static_cast<png_uint_32>(cv.width());
     img.height = static_cast<png_uint_32>(cv.height());
     img.format = PNG_FORMAT_RGB;
-    if (!png_image_write_to_file(&img, path.c_str(), 0, cv.data(), cv.width() * 3, nullptr))
-        fail("cannot write ", printable(path, 200), ": ", img.message);
+    // Encoded in memory, then written by write_file: png_image_write_to_file removes the path
+    // when a write fails, which deleted an existing picture (and, run as root, /dev/full).
+    png_alloc_size_t size = 0;
+    if (!png_image_write_get_memory_size(img, size, 0, cv.data(), cv.width() * 3, nullptr))
+        fail("attention png: cannot encode ", printable(path, 200), ": ", img.message);
+    std::vector<uint8_t> bytes(size);
+    if (!png_image_write_to_memory(&img, bytes.data(), &size, 0, cv.data(), cv.width() * 3, nullptr))
+        fail("attention png: cannot encode ", printable(path, 200), ": ", img.message);
+    bytes.resize(size);
+    write_file(path, bytes);
 }
 
 }  // namespace ember::cli

@@ -5,7 +5,8 @@
 // least as tall as the font (13 px), else every k-th. Several heads form a grid of
 // ceil(sqrt(H)) columns. Glyphs: libgd's built-in 6x13 bitmap font (gdFontGetSmall, from
 // X11's misc-fixed; libgd.so.3 is opened at the first call, and its absence is an error naming it); characters outside printable ASCII are drawn as '?'. Encoding: libpng's
-// simplified API (png_image_write_to_file), 8-bit RGB.
+// simplified API (png_image_write_to_memory), 8-bit RGB; a regular file is written through a
+// temporary file renamed over it, so a failed write leaves the old file.
 #pragma once
 
 #include <string>

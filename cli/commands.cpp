@@ -226,11 +226,11 @@ int cmd_info(const std::string& model_path, int threads_requested, bool json) {
         std::string chars;
         for (uint32_t cp : model->code_points()) {
             char buf[4];
-            chars += cp == '\n' ? std::string("\\n") : cp < 0x20 || cp == 0x7f ? describe_code_point(cp) : std::string(buf, utf8_encode(cp, buf));
+            chars += cp == '\n' ? std::string("\\n") : cp < 0x20 || cp == 0x7f || (cp >= 0x80 && cp < 0xa0) ? describe_code_point(cp) : std::string(buf, utf8_encode(cp, buf));
         }
         std::printf("characters: %s\n", chars.c_str());
     }
-    std::printf("source: %s\n", model->provenance().c_str());
+    std::printf("source: %s\n", displayable(model->provenance()).c_str());  // the file's bytes: no escape sequence reaches the terminal
     std::printf("%-22s %-14s %-5s %6s %10s\n", "tensor", "shape", "dtype", "group", "bytes");
     for (const auto& t : model->tensors()) {
         std::string shape = "[";
@@ -428,6 +428,8 @@ int cmd_bench(const BenchArgs& a) {
         if (r > 0) decode.push_back(steps / seconds_since(t0));  // run 0 warms up
     }
     const RunStats ps = run_stats(prefill), ds = run_stats(decode);
+    // block_size 1 leaves no token to decode: no figure (JSON null), not "0 tokens/s".
+    auto none_if_no_steps = [steps](double v) { return steps > 0 ? nlohmann::json(v) : nlohmann::json(); };
     const double p = ps.median, d = ds.median;
     const int threads = backend.threads();
     CudaDeviceInfo dev;
@@ -444,7 +446,7 @@ int cmd_bench(const BenchArgs& a) {
     if (a.json) {
         nlohmann::json j{{"engine", "ember"}, {"backend", backend.name()}, {"threads", threads}, {"runs", a.runs},
                          {"prefill_tok_s", p}, {"prefill_tok_s_min", ps.min}, {"prefill_tok_s_max", ps.max},
-                         {"decode_tok_s", d}, {"decode_tok_s_min", ds.min}, {"decode_tok_s_max", ds.max}, {"prefill_tokens", n_prefill}, {"prefill_logits", gpu ? "last" : a.prefill_logits}, {"decode_tokens", steps}, {"block_size", c.block_size}, {"weight_bytes", model->weight_bytes()},
+                         {"decode_tok_s", none_if_no_steps(d)}, {"decode_tok_s_min", none_if_no_steps(ds.min)}, {"decode_tok_s_max", none_if_no_steps(ds.max)}, {"prefill_tokens", n_prefill}, {"prefill_logits", gpu ? "last" : a.prefill_logits}, {"decode_tokens", steps}, {"block_size", c.block_size}, {"weight_bytes", model->weight_bytes()},
                          {"mmap", a.load.mmap}, {"mlock", a.load.mlock}, {"mlocked", model->locked()}, {"huge_page_bytes", model->huge_page_bytes()}};
         if (!gpu) j["kernels"] = kernels;
         j["kv_cache"] = gpu ? "f16" : kernels::kv_dtype_name(so.kv_cache);  // the CUDA backend's is always fp16
@@ -468,8 +470,12 @@ int cmd_bench(const BenchArgs& a) {
         if (!backend.describe().empty()) std::printf("%s\n", backend.describe().c_str());
         std::printf("weights: %s\n", weights_held(*model, a.load).c_str());
         std::printf("prefill: %.0f tokens/s (window of %d; median of %d runs, min %.0f, max %.0f)\n", p, n_prefill, a.runs, ps.min, ps.max);
-        std::printf("decode:  %.0f tokens/s (%d tokens within block_size; median of %d runs, min %.0f, max %.0f)\n", d, steps, a.runs,
-                    ds.min, ds.max);
+        if (steps == 0) {
+            std::printf("decode:  none (block_size %d leaves no token to decode after the first)\n", c.block_size);
+        } else {
+            std::printf("decode:  %.0f tokens/s (%d tokens within block_size; median of %d runs, min %.0f, max %.0f)\n", d, steps, a.runs,
+                        ds.min, ds.max);
+        }
         if (gpu) {
             std::printf("decode bandwidth: %.1f%% of peak (%zu weight bytes per token x %.0f tokens/s / %.0f GB/s)\n", 100.0 * share,
                         model->weight_bytes(), d, dev.peak_bytes_per_s / 1e9);

@@ -1,10 +1,16 @@
 #include "cli/finetune_cmd.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <cerrno>
 #include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <memory>
 #include <string>
 
@@ -37,15 +43,37 @@ int merge(const FinetuneArgs& a) {
     return 0;
 }
 
+constexpr const char* kHeader = "step,loss,val_loss,lr,tokens_per_s\n";
+
 // --log FILE: one CSV row per step, flushed at once (a killed run keeps its rows).
 class CsvLog {
 public:
     CsvLog() = default;
+    // Appends to path. Refused: a FIFO no one reads (at once, not a wait) and a non-empty file
+    // whose first line is not the header (a text, a model: rows appended would spoil it).
     explicit CsvLog(const std::string& path) : path_(printable(path, 200)) {
-        f_ = std::fopen(path.c_str(), "a");
-        if (!f_) fail("--log ", path_, ": cannot open for appending: ", std::strerror(errno));
-        std::fseek(f_, 0, SEEK_END);
-        if (std::ftell(f_) == 0) write_line("step,loss,val_loss,lr,tokens_per_s\n");
+        const int fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_NONBLOCK | O_CLOEXEC, 0644);
+        if (fd < 0) fail("--log ", path_, ": cannot open for appending: ", std::strerror(errno));
+        ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+        f_ = ::fdopen(fd, "a");
+        if (!f_) {
+            ::close(fd);
+            fail("--log ", path_, ": cannot open for appending: ", std::strerror(errno));
+        }
+        struct stat st {};
+        const bool regular = ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
+        if (regular && st.st_size > 0) {
+            std::ifstream in(path, std::ios::binary);
+            std::string first;
+            std::getline(in, first);
+            if (first + "\n" != kHeader) {
+                std::fclose(f_);
+                f_ = nullptr;
+                fail("--log ", path_, ": exists and is not a finetune log (its first line is not the header 'step,loss,...'); "
+                     "rows appended would spoil it: choose another file");
+            }
+        }
+        if (!regular || st.st_size == 0) write_line(kHeader);
     }
     ~CsvLog() {
         if (f_) std::fclose(f_);
@@ -80,6 +108,14 @@ int cmd_finetune(const FinetuneArgs& a) {
     if (a.text.empty()) fail("finetune needs --text FILE (the last 10% is held out for validation)");
     // -o may be the --resume adapter (training goes on in the same file), never the model or the text.
     check_output_not_input(a.out, {{"base model", a.model}, {"training text", a.text}});
+    check_output_replaceable(a.out);  // before the training, not at its first checkpoint
+    if (!a.log.empty()) {
+        // The adapter is renamed over -o at each checkpoint: a log there would be lost.
+        namespace fs = std::filesystem;
+        std::error_code ec1, ec2;
+        const fs::path log = fs::weakly_canonical(fs::absolute(a.log), ec1), out = fs::weakly_canonical(fs::absolute(a.out), ec2);
+        if (!ec1 && !ec2 && log == out) fail("--log ", printable(a.log, 200), " is also -o (the adapter replaces it at each checkpoint); choose another file");
+    }
     auto model = Model::open(a.model);
     const ModelConfig& c = model->config();
     int64_t skipped = 0;  // a BPE model encodes any text: nothing to skip

@@ -175,8 +175,8 @@ int main(int argc, char** argv) {
     b->add_option("-m,--model", be.model, ".ember file")->required();
     b->add_option("--threads", be.threads, "0 = all cores")->capture_default_str()->check(CLI::Range(0, kMaxThreads));
     b->add_option("--runs", be.runs, "runs per figure (min, median, max; after one warm-up run)")->capture_default_str()->check(CLI::Range(1, 1000));
-    b->add_option("-p,--prompt-tokens", be.prompt, "tokens to prefill (0 = block_size)")->capture_default_str()->check(CLI::NonNegativeNumber);
-    b->add_option("-n,--tokens", be.tokens, "tokens to decode (0 = block_size - 1)")->capture_default_str()->check(CLI::NonNegativeNumber);
+    b->add_option("-p,--prompt-tokens", be.prompt, "tokens to prefill (0 = block_size)")->capture_default_str()->check(CLI::Range(0, 1 << 30));
+    b->add_option("-n,--tokens", be.tokens, "tokens to decode (0 = block_size - 1)")->capture_default_str()->check(CLI::Range(0, 1 << 30));
     b->add_flag("--json", be.json, "print one JSON line");
     b->add_option("--backend", be.backend, "cpu | cuda | auto (CUDA when a GPU is present)")->capture_default_str();
     b->add_option("--kv-cache", be.kv_cache, "the CPU backend's KV cache: f16 | f32")->capture_default_str()->check(CLI::IsMember({"f16", "f32"}));

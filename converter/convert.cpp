@@ -166,6 +166,7 @@ ConvertResult convert(const ConvertOptions& opts) {
             {"config.json beside the checkpoint", (slash == std::string::npos ? std::string() : opts.checkpoint.substr(0, slash + 1)) + "config.json"}};
         for (const auto& t : opts.tokenizer) inputs.push_back({"--tokenizer file", t});
         check_output_not_input(opts.out, inputs);
+        check_output_replaceable(opts.out);  // before the checkpoint is read
     }
     ConvertResult r;
     TokenizerSpec tok;

@@ -17,6 +17,7 @@
 #include "runtime/error.h"
 #include "runtime/memory.h"
 #include "runtime/model.h"
+#include "runtime/paths.h"
 
 namespace ember::convert {
 
@@ -231,6 +232,7 @@ WriteReport write_ember(const CanonicalModel& model, const TokenizerSpec& tokeni
     auto probe = build_index(model, tokenizer, provenance, placed, 0, data_size, 0);
     const uint64_t data_offset = (probe.size() + kDataAlignment - 1) / kDataAlignment * kDataAlignment;
 
+    check_output_replaceable(out_path);
     const std::string tmp = out_path + ".tmp-" + std::to_string(::getpid());
     if (opts.on_temp_file) opts.on_temp_file(tmp.c_str());
     // Whichever way this ends, the hook forgets the path (after the rename or the unlink).

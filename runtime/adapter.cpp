@@ -12,6 +12,7 @@
 
 #include "adapter_generated.h"
 #include "runtime/error.h"
+#include "runtime/paths.h"
 #include "runtime/utf8.h"
 
 namespace ember {
@@ -134,6 +135,7 @@ void LoraAdapter::save(const std::string& path) const {
                                          static_cast<uint32_t>(ffn_hidden_), pv, ts);
     fba::FinishAdapterBuffer(b, root);
 
+    check_output_replaceable(path);
     const std::string tmp = path + ".tmp-" + std::to_string(::getpid());
     const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     if (fd < 0) fail(printable(tmp, 200), ": cannot create: ", std::strerror(errno));

@@ -112,7 +112,8 @@ std::unique_ptr<Model> Model::open(const std::string& path, const LoadOptions& l
     std::unique_ptr<Model> m(new Model());
     m->path_ = path;
     const std::string f = printable(path, 200);
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    // O_NONBLOCK: a FIFO is refused below instead of waiting here for a writer.
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0) fail(f, ": cannot open: ", std::strerror(errno));
     struct stat st {};
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {

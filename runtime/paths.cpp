@@ -18,7 +18,7 @@ bool same_file(const std::filesystem::path& a, const std::filesystem::path& b) {
 
 }  // namespace
 
-void check_output_not_input(const std::string& out, const std::vector<std::pair<std::string, std::string>>& inputs) {
+void check_output_not_input(const std::string& out, const std::vector<std::pair<std::string, std::string>>& inputs, const char* option) {
     namespace fs = std::filesystem;
     for (const auto& [role, path] : inputs) {
         if (path.empty()) continue;
@@ -30,9 +30,16 @@ void check_output_not_input(const std::string& out, const std::vector<std::pair<
             }
         }
         if (hit) {
-            fail("-o ", printable(out, 200), " is the ", role, " (an input): writing it would destroy it; choose another output");
+            fail(option, " ", printable(out, 200), " is the ", role, " (an input): writing it would destroy it; choose another output");
         }
     }
+}
+
+void check_output_replaceable(const std::string& out, const char* option) {
+    std::error_code ec;
+    const std::filesystem::file_status st = std::filesystem::status(out, ec);
+    if (ec || !std::filesystem::exists(st) || std::filesystem::is_regular_file(st)) return;
+    fail(option, " ", printable(out, 200), " exists and is not a regular file (a device, a FIFO, a folder): the file written would replace it; choose a file");
 }
 
 }  // namespace ember

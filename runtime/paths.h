@@ -11,7 +11,14 @@ namespace ember {
 // Throws ember::Error when `out` names the same file as one of `inputs` ({role, path}; a
 // folder input also covers the GPT-2 tokenizer files inside it), through any spelling or
 // link: "-o PATH is the ROLE (an input): writing it would destroy it; choose another output".
-// Inputs that do not exist are skipped (their own reader reports them).
-void check_output_not_input(const std::string& out, const std::vector<std::pair<std::string, std::string>>& inputs);
+// Inputs that do not exist are skipped (their own reader reports them). `option` names the
+// output's option in the message ("-o", "--png", "--log").
+void check_output_not_input(const std::string& out, const std::vector<std::pair<std::string, std::string>>& inputs,
+                            const char* option = "-o");
+
+// Throws ember::Error when `out` exists and is not a regular file (a device such as /dev/null,
+// a FIFO, a folder): a file written beside it and renamed over it would replace it (run as
+// root, the device node itself). `option` names the output's option in the message.
+void check_output_replaceable(const std::string& out, const char* option = "-o");
 
 }  // namespace ember

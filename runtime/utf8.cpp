@@ -85,10 +85,27 @@ int utf8_encode(uint32_t cp, char out[4]) {
 std::string describe_code_point(uint32_t cp) {
     char hex[16];
     std::snprintf(hex, sizeof hex, "U+%04X", cp);
-    if (cp < 0x20 || cp == 0x7F) return hex;
+    if (cp < 0x20 || cp == 0x7F || (cp >= 0x80 && cp < 0xA0)) return hex;  // C1 too: CSI (U+009B) starts an escape sequence
     char buf[4];
     const int n = utf8_encode(cp, buf);
     return "'" + std::string(buf, n) + "' (" + hex + ")";
+}
+
+std::string displayable(std::string_view s) {
+    std::string out;
+    size_t pos = 0;
+    while (pos < s.size()) {
+        const size_t at = pos;
+        uint32_t cp = 0;
+        const bool ok = utf8_next(s, pos, cp);
+        if (!ok) pos = at + 1;
+        if (ok && cp >= 0x20 && cp != 0x7f && cp != '\\' && !(cp >= 0x80 && cp < 0xa0)) {
+            out.append(s.substr(at, pos - at));
+        } else {
+            for (size_t i = at; i < pos; ++i) out += printable(s.substr(i, 1));
+        }
+    }
+    return out;
 }
 
 std::string read_text_file(const std::string& path, size_t max_bytes) {

@@ -21,7 +21,7 @@ std::vector<uint32_t> utf8_decode(std::string_view s, const std::string& what);
 // Encodes cp (a scalar value) into out[0..n), n in 1..4; returns n.
 int utf8_encode(uint32_t cp, char out[4]);
 
-// "'a' (U+0061)", or "U+000A" alone for control characters.
+// "'a' (U+0061)", or "U+000A" alone for control characters (C0, DEL, C1).
 std::string describe_code_point(uint32_t cp);
 
 // When s is exactly one Unicode scalar value in well-formed UTF-8, stores it in cp.
@@ -30,6 +30,10 @@ bool decode_single_code_point(std::string_view s, uint32_t& cp);
 // Untrusted text (a tensor name, a key, a path) made safe for a one-line message: bytes
 // outside printable ASCII and the backslash become \xNN; past max_len it is cut, "...".
 std::string printable(std::string_view s, size_t max_len = 80);
+
+// Untrusted text for a terminal, whole: valid UTF-8 characters kept, control characters (C0,
+// DEL, C1: a terminal's escape sequences), NUL, invalid bytes and the backslash as \xNN.
+std::string displayable(std::string_view s);
 
 // The bytes of a regular file of at most max_bytes (directories, devices and larger files
 // are refused). Throws ember::Error naming the path.

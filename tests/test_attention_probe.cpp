@@ -4,10 +4,12 @@
 // to 1 within 1e-5 (probabilities normalised in double, stored as f32: T rounding errors of
 // 2^-24 each); zeros above the diagonal exactly; the refusals; the CLI's text, JSON and PNG.
 #include <doctest/doctest.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <memory>
 
 #include "cli_util.h"
@@ -252,6 +254,42 @@ TEST_CASE("ember attn: --json equals the probe, text, --png a grid of heads, ref
     test::check_refused(test::ember_cli("attn -m " + test::q(c->path) + " -p " + test::q(prompt + "x"), dir),
                         "the prompt is 17 tokens, more than block_size 16");
     test::check_refused(test::ember_cli(base + " --png /nonexistent/dir/x.png", dir), "cannot write /nonexistent/dir/x.png");
+}
+
+TEST_CASE("ember attn --png: never writes over the model, never removes what it cannot write, replaces a picture whole") {
+    auto c = convert_entry(expected()["gptpy"], convert::WeightDType::F32);
+    test::TempDir dir;
+    const std::string base = "attn -m " + test::q(c->path) + " -p hi --head 0";
+    const std::string model_bytes = test::read_file(c->path);
+
+    // The model itself (through another spelling): refused before anything is written.
+    test::check_refused(test::ember_cli(base + " --png " + test::q(c->dir.path() + "/./m.ember"), dir), "is the model (an input)");
+    CHECK(test::read_file(c->path) == model_bytes);
+    test::check_refused(test::ember_cli(base + " --png ''", dir), "--png: needs a file name");
+    test::check_refused(test::ember_cli(base + " --png " + test::q(dir.path()), dir), "is a directory");
+
+    // A FIFO no one reads: an error at once, not a wait, and the FIFO stays (never removed).
+    const std::string fifo = dir.file("fifo");
+    REQUIRE(::mkfifo(fifo.c_str(), 0644) == 0);
+    test::check_refused(test::ember_cli_in_shell("timeout 20", base + " --png " + test::q(fifo), dir), "cannot write");
+    struct stat st {};
+    CHECK((::stat(fifo.c_str(), &st) == 0 && S_ISFIFO(st.st_mode)));
+
+    // An existing file is replaced by the whole picture, with no temporary left beside it.
+    const std::string png = dir.file("a.png");
+    test::write_file(png, "not a picture");
+    REQUIRE(test::ember_cli(base + " --png " + test::q(png), dir).status == 0);
+    CHECK(test::read_file(png).compare(0, 8, "\x89PNG\r\n\x1a\n") == 0);
+    // Through a link: the link stays, its target becomes the picture.
+    const std::string target = dir.file("target.png"), link = dir.file("link.png");
+    test::write_file(target, "old");
+    std::filesystem::create_symlink(target, link);
+    REQUIRE(test::ember_cli(base + " --png " + test::q(link), dir).status == 0);
+    CHECK(std::filesystem::is_symlink(link));
+    CHECK(test::read_file(target) == test::read_file(png));
+    size_t files = 0;
+    for (const auto& entry : std::filesystem::directory_iterator(dir.path())) files += entry.path().filename().string().find(".tmp-") != std::string::npos;
+    CHECK(files == 0);
 }
 
 TEST_CASE("cpu backend: the qkv tap copies one layer's rows and leaves the forward as it is, and bad taps are refused") {

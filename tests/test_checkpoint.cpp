@@ -275,4 +275,7 @@ TEST_CASE("utf8: strict UTF-8 single code points") {
     CHECK_FALSE(decode_single_code_point("\x80", cp));
     CHECK_FALSE(decode_single_code_point("\xc3", cp));
     CHECK(ember::printable("a\nb") == "a\\x0ab");
+    // displayable: UTF-8 kept whole; C0, DEL, C1 (U+009B), invalid bytes, the backslash escaped.
+    CHECK(ember::displayable("caf\xc3\xa9 \xe6\x97\xa5") == "caf\xc3\xa9 \xe6\x97\xa5");
+    CHECK(ember::displayable(std::string("\x1b[H\x7f\xc2\x9b\xff\\\0z", 10)) == "\\x1b[H\\x7f\\xc2\\x9b\\xff\\x5c\\x00z");
 }

@@ -2,6 +2,7 @@
 // no crash, and never a partial output file. And the good paths print what they promise.
 #include <doctest/doctest.h>
 
+#include <sys/stat.h>
 #include <sys/wait.h>
 
 #include <cstdio>
@@ -31,6 +32,25 @@ void check_no_output(const ember::test::TempDir& dir) {
 }
 
 }  // namespace
+
+TEST_CASE("-o naming a FIFO or a folder is refused by convert, finetune and --merge, which leave it as it was") {
+    ember::test::TempDir dir;
+    const std::string fifo = dir.file("out.fifo"), model = dir.file("good.ember");
+    const std::string convert = "convert " + q(fixture("gptpy/model.pt")) + " --vocab-text " + q(fixture("gptpy/vocab.txt")) + " -o ";
+    REQUIRE(ember_cli(convert + q(model), dir).status == 0);
+    REQUIRE(::mkfifo(fifo.c_str(), 0644) == 0);
+    // The written file used to be renamed over it (run as root: /dev/null replaced by a model).
+    for (const std::string& out : {fifo, dir.path()}) {
+        check_refused(ember_cli(convert + q(out), dir), "exists and is not a regular file");
+        check_refused(ember_cli("finetune -m " + q(model) + " --text " + q(fixture("gptpy/eval.txt")) + " --steps 1 -o " + q(out), dir),
+                      "exists and is not a regular file");
+    }
+    const std::string a = dir.file("a.emba");
+    REQUIRE(ember_cli("finetune -m " + q(model) + " --text " + q(fixture("gptpy/eval.txt")) + " --steps 1 --threads 2 -o " + q(a), dir).status == 0);
+    check_refused(ember_cli("finetune -m " + q(model) + " --merge --adapter " + q(a) + " -o " + q(fifo), dir), "exists and is not a regular file");
+    struct stat st {};
+    CHECK((::stat(fifo.c_str(), &st) == 0 && S_ISFIFO(st.st_mode)));
+}
 
 TEST_CASE("ember convert refuses bad checkpoints and vocabularies, leaving no file") {
     ember::test::TempDir dir;

@@ -1,6 +1,7 @@
 // What `ember` records for a person or a script: `info --json`, `bench --runs R` with min,
 // median and max, and `finetune --log FILE` (CSV).
 #include <doctest/doctest.h>
+#include <sys/stat.h>
 
 #include <nlohmann/json.hpp>
 
@@ -98,6 +99,32 @@ TEST_CASE("ember info --json holds the facts the text prints") {
     CHECK(bad.err.find("checksum mismatch") != std::string::npos);
 }
 
+TEST_CASE("ember info on a crafted provenance: no control byte reaches the terminal, nothing is cut at a NUL, and a FIFO is refused at once") {
+    ember::test::TempDir dir;
+    std::string bytes = ember::test::read_file(convert_fixture(dir));
+    // The provenance lies in the index, outside the checksummed data section: the same length
+    // of other bytes keeps the file valid. ESC [2J clears a screen; CSI (U+009B) in UTF-8; NUL.
+    const std::string name = "model.pt", evil = std::string("\x1b[2\xc2\x9b\xff\n\0", 8);
+    const size_t at = bytes.find(name);
+    REQUIRE(at != std::string::npos);
+    bytes.replace(at, name.size(), evil);
+    ember::test::write_file(dir.file("evil.ember"), bytes);
+    const Run r = ember_cli("info " + q(dir.file("evil.ember")), dir);
+    REQUIRE(r.status == 0);
+    const size_t line = r.out.find("source: ");
+    REQUIRE(line != std::string::npos);
+    CHECK(r.out.substr(line, r.out.find('\n', line) - line).rfind("source: \\x1b[2\\xc2\\x9b\\xff\\x0a\\x00 (sha256 ", 0) == 0);
+    for (char c : r.out) CHECK((c == '\n' || static_cast<unsigned char>(c) >= 0x20));
+    CHECK(r.out.find("\xc2\x9b") == std::string::npos);
+    const Run js = ember_cli("info --json " + q(dir.file("evil.ember")), dir);
+    REQUIRE(js.status == 0);
+    CHECK(nlohmann::json::parse(js.out)["source"].get<std::string>().find(" (sha256 ") != std::string::npos);
+
+    const std::string fifo = dir.file("fifo.ember");
+    REQUIRE(::mkfifo(fifo.c_str(), 0644) == 0);
+    check_refused(ember::test::ember_cli_in_shell("timeout 20", "info " + q(fifo), dir), "not a regular file");
+}
+
 TEST_CASE("ember bench --runs R prints min, median and max, in text and JSON") {
     ember::test::TempDir dir;
     const std::string model = convert_fixture(dir);
@@ -127,6 +154,52 @@ TEST_CASE("ember bench --runs R prints min, median and max, in text and JSON") {
         CHECK(mid <= hi + 0.5);
     }
     check_refused(ember_cli("bench -m " + q(model) + " --runs 0", dir), "--runs");
+}
+
+TEST_CASE("ember bench on a block_size 1 model: no decode figure (null), not 0 tokens/s") {
+    ember::test::TempDir dir;
+    // The GPT-2-shaped fixture cut to one position: wpe's first row, n_positions 1.
+    const std::string st = ember::test::read_file(fixture("gpt2/hf/model.safetensors"));
+    uint64_t n = 0;
+    for (int i = 7; i >= 0; --i) n = n << 8 | static_cast<unsigned char>(st[i]);
+    nlohmann::json header = nlohmann::json::parse(st.substr(8, n));
+    const std::string data = st.substr(8 + n);
+    std::string body;
+    for (auto& [name, t] : header.items()) {
+        if (name == "__metadata__") continue;
+        const uint64_t begin = t["data_offsets"][0], end = t["data_offsets"][1];
+        std::string bytes = data.substr(begin, end - begin);
+        if (name.find("wpe.weight") != std::string::npos) {
+            bytes.resize(t["shape"][1].get<size_t>() * 4);
+            t["shape"][0] = 1;
+        }
+        t["data_offsets"] = {body.size(), body.size() + bytes.size()};
+        body += bytes;
+    }
+    const std::string h = header.dump();
+    std::string file(8, '\0');
+    for (int i = 0; i < 8; ++i) file[i] = static_cast<char>((h.size() >> (8 * i)) & 0xff);
+    ember::test::write_file(dir.file("model.safetensors"), file + h + body);
+    nlohmann::json config = ember::test::load_json(fixture("gpt2/hf/config.json"));
+    config["n_positions"] = 1;
+    config["n_ctx"] = 1;
+    ember::test::write_file(dir.file("config.json"), config.dump());
+    const std::string model = dir.file("bs1.ember");
+    const Run conv = ember_cli("convert " + q(dir.file("model.safetensors")) + " --tokenizer " + q(fixture("gpt2/tiny_tokenizer")) + " -o " + q(model), dir);
+    CAPTURE(conv.err);
+    REQUIRE(conv.status == 0);
+
+    const Run js = ember_cli("bench -m " + q(model) + " --runs 2 --json", dir);
+    REQUIRE(js.status == 0);
+    const nlohmann::json j = nlohmann::json::parse(js.out);
+    CHECK(j["block_size"] == 1);
+    CHECK(j["decode_tokens"] == 0);
+    CHECK(j["decode_tok_s"].is_null());
+    CHECK(j["decode_tok_s_min"].is_null());
+    CHECK(j["prefill_tok_s"].get<double>() > 0);
+    const Run text = ember_cli("bench -m " + q(model) + " --runs 1", dir);
+    REQUIRE(text.status == 0);
+    CHECK(text.out.find("decode:  none (block_size 1 leaves no token to decode") != std::string::npos);
 }
 
 TEST_CASE("ember finetune --log FILE writes a CSV row per step, appended on --resume") {
@@ -175,4 +248,34 @@ TEST_CASE("ember finetune --log FILE writes a CSV row per step, appended on --re
                                 q(dir.file("b.emba")),
                             dir),
                   "--log");
+}
+
+TEST_CASE("ember finetune --log refuses a file that is not a log, the adapter's own path and a FIFO no one reads, spoiling nothing") {
+    ember::test::TempDir dir;
+    const std::string model = convert_fixture(dir), a = dir.file("a.emba");
+    const std::string text = dir.file("train.txt");
+    ember::test::write_file(text, ember::test::read_file(fixture("gptpy/eval.txt")));
+    const std::string run = "finetune -m " + q(model) + " --text " + q(text) + " --threads 2 --batch 2 --steps 1 -o " + q(a) + " --log ";
+    // The training text, the model, any other file: refused, the bytes as they were.
+    for (const std::string& victim : {text, model}) {
+        const std::string before = ember::test::read_file(victim);
+        check_refused(ember_cli(run + q(victim), dir), "exists and is not a finetune log");
+        CHECK(ember::test::read_file(victim) == before);
+    }
+    // -o itself, spelled otherwise: the checkpoint's rename would drop the rows.
+    check_refused(ember_cli(run + q(dir.path() + "/./a.emba"), dir), "is also -o");
+    // A FIFO with no reader: an error at once, not a wait.
+    const std::string fifo = dir.file("fifo");
+    REQUIRE(::mkfifo(fifo.c_str(), 0644) == 0);
+    check_refused(ember::test::ember_cli_in_shell("timeout 20", run + q(fifo), dir), "--log");
+    // A log this command wrote is appended to: the header once.
+    const std::string log = dir.file("log.csv");
+    REQUIRE(ember_cli(run + q(log), dir).status == 0);
+    const Run resumed = ember_cli("finetune -m " + q(model) + " --text " + q(text) + " --threads 2 --steps 2 -o " + q(a) + " --resume " + q(a) +
+                                  " --log " + q(log), dir);
+    CAPTURE(resumed.err);
+    REQUIRE(resumed.status == 0);
+    const std::vector<std::string> lines = split(ember::test::read_file(log), '\n');
+    CHECK(std::count(lines.begin(), lines.end(), "step,loss,val_loss,lr,tokens_per_s") == 1);
+    CHECK(lines.size() == 1 + 3 + 1);
 }
