@@ -435,14 +435,18 @@ void Console::cmd_eval(const Command& c) {
         err("no model loaded: flash one (ember flash on the host) or load NAME");
         return;
     }
-    const std::vector<int> ids = tok_->encode(read_text_file(c.file, size_t(256) << 20), printable(c.file, 200));
+    int64_t skipped = 0;  // --skip-unknown: characters outside a char model's vocabulary, dropped
+    const std::string text = read_text_file(c.file, size_t(256) << 20);
+    const std::vector<int> ids = c.skip_unknown ? encode_training_text(*model_, text, printable(c.file, 200), true, &skipped)
+                                                : tok_->encode(text, printable(c.file, 200));
     const int64_t start = c.eval_all ? 0 : val_split_start(static_cast<int64_t>(ids.size()));
     if (static_cast<int64_t>(ids.size()) - start < 2) fail(printable(c.file, 200), ": too few tokens to evaluate (at least 2)");
     auto s = session_for(*model_, adapter_.get(), true);
     const ModelConfig& mc = model_->config();
     const EvalResult r = evaluate(*s, ids.data() + start, static_cast<int64_t>(ids.size()) - start, mc.block_size, mc.vocab_size,
                                   mc.tokenizer_size);
-    ok("loss " + fmt("%.4f", r.loss) + " over " + std::to_string(r.tokens) + " tokens");
+    ok("loss " + fmt("%.4f", r.loss) + " over " + std::to_string(r.tokens) + " tokens" +
+       (skipped > 0 ? "; " + std::to_string(skipped) + " characters outside the vocabulary skipped" : std::string()));
 }
 
 void Console::cmd_finetune(const Command& c) {

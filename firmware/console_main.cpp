@@ -6,6 +6,7 @@
 #include <CLI/CLI.hpp>
 
 #include <signal.h>
+#include <sys/stat.h>
 #include <termios.h>
 #include <unistd.h>
 
@@ -19,6 +20,7 @@
 #include "firmware/console.h"
 #include "firmware/serial_port.h"
 #include "runtime/error.h"
+#include "runtime/utf8.h"
 
 using namespace ember;
 
@@ -114,6 +116,16 @@ int main(int argc, char** argv) {
     }
     if (port.empty() && !use_stdio) {
         std::fprintf(stderr, "ember-console: error: give --port DEV or --stdio (see ember-console --help)\n");
+        return 1;
+    }
+    // The folder must be there: flash installs into it and `current` lives in it (the systemd
+    // unit's StateDirectory creates it). Refused here rather than at the first flash.
+    struct stat st {};
+    const int stat_rc = ::stat(o.models_dir.c_str(), &st);
+    const int stat_errno = errno;
+    if (stat_rc != 0 || !S_ISDIR(st.st_mode)) {
+        std::fprintf(stderr, "ember-console: error: --models %s: %s (create it first, e.g. mkdir -p)\n", printable(o.models_dir, 200).c_str(),
+                     stat_rc != 0 ? std::strerror(stat_errno) : "not a folder");
         return 1;
     }
     o.backend = parse_backend(backend);

@@ -190,15 +190,20 @@ Command parse(std::string_view line) {
     }
     if (word == "eval") {
         c.kind = CommandKind::Eval;
-        size_t p = pos;
-        if (next_word(line, p) == "--split") {
-            pos = p;
-            const std::string_view split = next_word(line, pos);
-            if (split != "val" && split != "all") throw Bad{"eval: --split '" + printable(split, 40) + "': val | all"};
-            c.eval_all = split == "all";
+        for (std::string_view opt; !(opt = next_option(line, pos, {"--"})).empty();) {
+            if (opt == "--skip-unknown") {
+                c.skip_unknown = true;
+            } else if (opt == "--split") {
+                const std::string_view split = option_value(line, pos, "eval", opt);
+                if (split != "val" && split != "all") throw Bad{"eval: --split '" + printable(split, 40) + "': val | all"};
+                c.eval_all = split == "all";
+            } else {
+                throw Bad{"eval: unknown option '" + printable(opt, 40) + "'" + did_you_mean(opt, {"--split", "--skip-unknown"}) +
+                          " (usage: eval [--split val|all] [--skip-unknown] FILE)"};
+            }
         }
         c.file = std::string(next_word(line, pos));
-        if (c.file.empty()) throw Bad{"eval: usage: eval [--split val|all] FILE"};
+        if (c.file.empty()) throw Bad{"eval: usage: eval [--split val|all] [--skip-unknown] FILE"};
         expect_end(line, pos, "eval");
         return c;
     }
@@ -297,7 +302,7 @@ const char* console_help() {
            "  info               the loaded model and the settings\n"
            "  models             the models installed\n"
            "  load NAME          load NAME.ember\n"
-           "  eval [--split val|all] FILE   mean cross-entropy (nats/token) on a text file\n"
+           "  eval [--split val|all] [--skip-unknown] FILE   mean cross-entropy (nats/token) on a text file\n"
            "  finetune [--steps N] [--lr LR] [--rank R] [--alpha A] [--batch B] [--seq T] [--seed S] [--eval-every K]\n"
            "           [--name NAME] [--resume NAME] [--skip-unknown] FILE   LoRA on FILE, adapter to NAME.emba; Ctrl-C stops (saved)\n"
            "  adapter NAME|off   gen and eval with NAME.emba (unmerged), or without\n"

@@ -12,7 +12,7 @@
 //        repeat-penalty, repeat-last-n, stop: adds one, `stop off` clears them; `_` for `-`
 //        and the long names work too) | context | echo
 //   load NAME
-//   eval [--split val|all] FILE
+//   eval [--split val|all] [--skip-unknown] FILE
 //   finetune [--steps N] [--lr LR] [--rank R] [--alpha A] [--batch B] [--seq T] [--seed S]
 //            [--eval-every K] [--name NAME] [--resume NAME] [--skip-unknown] FILE
 //   adapter NAME | adapter off
@@ -66,7 +66,7 @@ struct Command {
     CommandKind kind = CommandKind::Empty;
     SettingsDelta settings;  // gen, set
     std::string text;        // gen: the prompt, unescaped
-    bool skip_unknown = false;  // gen --skip-unknown: drop prompt characters outside the vocabulary
+    bool skip_unknown = false;  // gen, eval --skip-unknown: drop (and count) characters outside the vocabulary
     std::string name;        // load, adapter
     std::string file;        // eval
     bool eval_all = false;   // eval --split all

@@ -130,3 +130,18 @@ TEST_CASE("ember flash + ember-console over ptys: the default model, then gen eq
     CHECK(WIFEXITED(status));
     CHECK(WEXITSTATUS(status) == 0);
 }
+
+TEST_CASE("ember-console: a --models folder that is not there is refused at start, naming it") {
+    test::TempDir dir;
+    const std::string err = dir.file("err");
+    for (const std::string& models : {dir.file("no-such-folder"), dir.file("a-file")}) {
+        CAPTURE(models);
+        if (models == dir.file("a-file")) test::write_file(models, "x");
+        const int rc = std::system((test::program_cmd(EMBER_CONSOLE) + " --stdio --models '" + models + "' </dev/null >/dev/null 2>'" + err + "'").c_str());
+        REQUIRE(WIFEXITED(rc));
+        CHECK(WEXITSTATUS(rc) == 1);
+        const std::string msg = test::read_file(err);
+        CHECK(msg.find("ember-console: error: --models " + models + ": ") == 0);
+        CHECK(msg.find(models == dir.file("a-file") ? "not a folder" : "No such file or directory") != std::string::npos);
+    }
+}

@@ -217,6 +217,11 @@ TEST_CASE("console: load, gen streams the runtime's text for a seed, settings, m
     char want[64];
     std::snprintf(want, sizeof want, "OK loss %.4f over %lld tokens\n", r.loss, static_cast<long long>(r.tokens));
     CHECK(ev == want);
+    // --skip-unknown: a text with characters outside the vocabulary gives the loss of the text without them.
+    write_file(dir.file("odd.txt"), "\xe2\x82\xac" + read_file(text) + "\xe2\x82\xac\xe2\x82\xac");
+    CHECK(c.command("eval --split all " + dir.file("odd.txt")).find("ERR ") == 0);
+    const std::string skipped = c.command("eval --skip-unknown --split all " + dir.file("odd.txt"));
+    CHECK(skipped == std::string(want).substr(0, std::string(want).size() - 1) + "; 3 characters outside the vocabulary skipped\n");
 
     // A bad model file is refused by load; the loaded one stays.
     write_file(dir.file("broken.ember"), read_file(model_int8()).substr(0, 1000));

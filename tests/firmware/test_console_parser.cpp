@@ -70,7 +70,15 @@ TEST_CASE("console parser: commands and gen options") {
     r = parse_command("eval --split all /data/input.txt");
     REQUIRE(r.ok);
     CHECK(r.cmd.eval_all);
+    CHECK_FALSE(r.cmd.skip_unknown);
     CHECK(r.cmd.file == "/data/input.txt");
+    r = parse_command("eval --skip-unknown --split val /data/input.txt");
+    REQUIRE(r.ok);
+    CHECK(r.cmd.skip_unknown);
+    CHECK_FALSE(r.cmd.eval_all);
+    CHECK(r.cmd.file == "/data/input.txt");
+    CHECK(error_of("eval --skip-unkown f").find("did you mean --skip-unknown?") != std::string::npos);
+    CHECK(error_of("eval --split").find("eval: option --split needs a value") == 0);
     CHECK(parse_command("").cmd.kind == CommandKind::Empty);
     CHECK(parse_command("   ").cmd.kind == CommandKind::Empty);
     CHECK(parse_command("flash").cmd.kind == CommandKind::Flash);
