@@ -60,6 +60,19 @@ struct Disk {
     }
 };
 
+// A device's models folder on a journaling disk: default.ember (the int8 fixture, "old") is
+// installed and named by current; new_bytes (the f16 fixture) is the model a flash offers.
+struct DeviceDisk {
+    explicit DeviceDisk(const TempDir& tmp)
+        : dir(tmp.file("d")), journal(tmp.file("j")), old_bytes(read_file(model_int8())), new_bytes(read_file(model_f16())) {
+        ::mkdir(dir.c_str(), 0755);
+        write_file(dir + "/default.ember", old_bytes);
+        write_file(dir + "/current", "default\n");
+        JournalFs::start(dir, journal);
+    }
+    std::string dir, journal, old_bytes, new_bytes;
+};
+
 }  // namespace
 
 TEST_CASE("journal fs: a new file is durable only after an fsync of it and of its folder") {
@@ -141,12 +154,8 @@ TEST_CASE("flash on a journaling disk: a power cut before any of its file operat
     // new model and a DIR/current that names one that opens; every copy taken after the
     // install's fsync of the folder, the new model.
     TempDir tmp;
-    const std::string dir = tmp.file("d"), journal = tmp.file("j");
-    ::mkdir(dir.c_str(), 0755);
-    const std::string old_bytes = read_file(model_int8()), new_bytes = read_file(model_f16());
-    write_file(dir + "/default.ember", old_bytes);
-    write_file(dir + "/current", "default\n");
-    JournalFs::start(dir, journal);
+    const DeviceDisk disk(tmp);
+    const std::string &dir = disk.dir, &journal = disk.journal, &old_bytes = disk.old_bytes, &new_bytes = disk.new_bytes;
     std::vector<std::string> ops;
     auto hook = [&](const char* op, const std::string&) {
         ops.push_back(op);
@@ -211,12 +220,8 @@ TEST_CASE("flash on a journaling disk: killed between the install's rename and t
     // not durable: a power cut then brought the old model back after the host was told
     // installed.
     TempDir tmp;
-    const std::string dir = tmp.file("d"), journal = tmp.file("j");
-    ::mkdir(dir.c_str(), 0755);
-    const std::string old_bytes = read_file(model_int8()), new_bytes = read_file(model_f16());
-    write_file(dir + "/default.ember", old_bytes);
-    write_file(dir + "/current", "default\n");
-    JournalFs::start(dir, journal);
+    const DeviceDisk disk(tmp);
+    const std::string &dir = disk.dir, &journal = disk.journal, &new_bytes = disk.new_bytes;
     auto options = [&](JournalFs::Hook hook) {
         fw::ConsoleOptions o;
         o.models_dir = dir;
