@@ -2,7 +2,6 @@
 
 #include <dlfcn.h>
 #include <fcntl.h>
-#include <gd.h>
 #include <png.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -21,6 +20,17 @@
 namespace ember::cli {
 
 namespace {
+
+// libgd's font record (gd.h's gdFont, the same layout since gd 1.x): nchars glyphs from byte
+// `offset`, each w x h bytes, one per pixel (non-zero: ink). Declared here so that building
+// needs no libgd headers; the library itself is opened at run time (small_font below).
+struct gdFont {
+    int nchars;
+    int offset;
+    int w;
+    int h;
+    char* data;
+};
 
 constexpr int kMaxLabelChars = 10;  // longer labels are cut
 
@@ -68,7 +78,7 @@ const gdFont& small_font() {
     void* lib = dlopen("libgd.so.3", RTLD_NOW | RTLD_LOCAL);
     if (!lib) fail("attention png: the labels are drawn with libgd's built-in font, and libgd.so.3 cannot be loaded (", dlerror(),
                    "); install libgd3 (Debian: apt-get install libgd3)");
-    using GetFont = gdFontPtr (*)();
+    using GetFont = gdFont* (*)();
     auto get = reinterpret_cast<GetFont>(dlsym(lib, "gdFontGetSmall"));
     const gdFont* f = get ? get() : nullptr;
     if (!f || !f->data || f->w <= 0 || f->h <= 0) fail("attention png: libgd.so.3 has no usable gdFontGetSmall");

@@ -14,7 +14,8 @@ cd "$(dirname "$0")/.."
 scripts/install-deps.sh
 sudo=""
 [[ $(id -u) -ne 0 ]] && sudo="sudo"
-pkgs=(g++-aarch64-linux-gnu qemu-user libssl-dev:arm64 libxxhash-dev:arm64 libflatbuffers-dev:arm64 zlib1g-dev:arm64 libzip-dev:arm64)
+pkgs=(g++-aarch64-linux-gnu qemu-user libssl-dev:arm64 libxxhash-dev:arm64 libflatbuffers-dev:arm64 zlib1g-dev:arm64 libzip-dev:arm64
+      libpng-dev:arm64 libgd3:arm64)   # ember attn --png (libgd3 opened at run time, by its tests too)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

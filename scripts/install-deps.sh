@@ -14,7 +14,7 @@ pkgs=(cmake g++ make pkg-config
       libzip-dev zlib1g-dev                     # PyTorch zip checkpoints
       libxxhash-dev                             # .ember data checksum
       libssl-dev                                # SHA-256 (provenance, flashing)
-      libpng-dev libgd-dev                      # ember attn --png: PNG encoding; the label font (gd's built-in bitmap fonts)
+      libpng-dev libgd3                         # ember attn --png: PNG encoding; the label font (gd's built-in bitmap font, opened at run time)
       binutils dpkg-dev)                        # readelf (linking tests); cpack -G DEB's dpkg-shlibdeps (install test)
 if [[ "${1:-}" == "--tools" ]]; then
   pkgs+=(python3 python3-torch libopenblas0-pthread unicode-data python3-matplotlib)
