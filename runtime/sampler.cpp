@@ -24,15 +24,11 @@ void SamplerOptions::validate() const {
     if (repeat_last_n < -1) fail("repeat-last-n ", repeat_last_n, " must be >= -1 (0 = off, -1 = the context size)");
 }
 
-void apply_repeat_penalty(float* logits, int V, const int* recent, int n, float penalty) {
-    (void)V;  // the ids were checked against V when they were appended
-    for (int j = 0; j < n; ++j) {
-        const int id = recent[j];
-        bool seen = false;  // a repeated id: the first occurrence already penalized it
-        for (int k = 0; k < j && !seen; ++k) seen = recent[k] == id;
-        if (seen) continue;
-        const float l = logits[id];
-        logits[id] = l > 0.0f ? l / penalty : l * penalty;
+void apply_repeat_penalty(const float* logits, int V, const int* recent, int n, float penalty, float* out) {
+    std::copy(logits, logits + V, out);
+    for (int j = 0; j < n; ++j) {  // the ids were checked against V when they were appended
+        const float l = logits[recent[j]];
+        out[recent[j]] = l > 0.0f ? l / penalty : l * penalty;
     }
 }
 
@@ -43,8 +39,7 @@ Sampler::Sampler(const SamplerOptions& opts, int vocab_size, float* scratch_prob
 
 int Sampler::sample(const float* logits, const int* recent, int n, float* penalized) {
     if (opts_.repeat_penalty == 1.0f || n <= 0) return sample(logits);
-    std::copy(logits, logits + V_, penalized);
-    apply_repeat_penalty(penalized, V_, recent, n, opts_.repeat_penalty);
+    apply_repeat_penalty(logits, V_, recent, n, opts_.repeat_penalty, penalized);
     return sample(penalized);
 }
 

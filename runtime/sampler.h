@@ -34,9 +34,10 @@ struct SamplerOptions {
 // The repetition penalty of llama.cpp (llama_sampler_penalties; CTRL, Keskar et al. 2019,
 // as Hugging Face's RepetitionPenaltyLogitsProcessor applies it): for each distinct id
 // among recent [n], logits[id] is divided by `penalty` when > 0, else multiplied by it.
-// logits [V] is changed in place; every id must lie in [0, V). Allocates nothing: an id is
-// looked for among the earlier ones of `recent` (O(n^2) compares, n <= block_size).
-void apply_repeat_penalty(float* logits, int V, const int* recent, int n, float penalty);
+// out [V] = logits, then out[id] = the penalized logits[id] for each id of recent: read from
+// the unpenalized logits, so an id that repeats is penalized once, in O(V + n) (no search for
+// earlier occurrences). Every id must lie in [0, V); out must not alias logits. Allocates nothing.
+void apply_repeat_penalty(const float* logits, int V, const int* recent, int n, float penalty, float* out);
 
 class Sampler {
 public:

@@ -107,8 +107,8 @@ TEST_CASE("repetition penalty: equals Hugging Face's RepetitionPenaltyLogitsProc
         const std::vector<int> recent = ints(c["recent"]);
         REQUIRE(static_cast<int>(torch_logits.size()) == V);
         // On PyTorch's own logits: the same arithmetic, so equal to rounding.
-        std::vector<float> l = torch_logits;
-        apply_repeat_penalty(l.data(), V, recent.data(), static_cast<int>(recent.size()), R);
+        std::vector<float> l(V);
+        apply_repeat_penalty(torch_logits.data(), V, recent.data(), static_cast<int>(recent.size()), R, l.data());
         double err = 0, moved = 0;
         for (int i = 0; i < V; ++i) err = std::max(err, static_cast<double>(std::fabs(l[i] - want[i])));
         for (int i = 0; i < V; ++i) moved = std::max(moved, static_cast<double>(std::fabs(torch_logits[i] - want[i])));
@@ -116,8 +116,8 @@ TEST_CASE("repetition penalty: equals Hugging Face's RepetitionPenaltyLogitsProc
         CHECK(err <= 1e-6);
         CHECK(moved > 1e-3);  // the penalty did change some logit
         // On ember's logits of the same prompt: within the f32 logits tolerance of test_end_to_end (1e-4).
-        std::vector<float> ours(s.logits(), s.logits() + V);
-        apply_repeat_penalty(ours.data(), V, recent.data(), static_cast<int>(recent.size()), R);
+        std::vector<float> ours(V);
+        apply_repeat_penalty(s.logits(), V, recent.data(), static_cast<int>(recent.size()), R, ours.data());
         double err2 = 0;
         for (int i = 0; i < V; ++i) err2 = std::max(err2, static_cast<double>(std::fabs(ours[i] - want[i])));
         CHECK(err2 < 1e-4);
@@ -125,9 +125,10 @@ TEST_CASE("repetition penalty: equals Hugging Face's RepetitionPenaltyLogitsProc
 }
 
 TEST_CASE("repetition penalty: a repeated id is penalized once, signs, R = 1 and N = 0 change nothing") {
-    float l[5] = {2.0f, -2.0f, 0.0f, 1.0f, -0.5f};
+    const float in[5] = {2.0f, -2.0f, 0.0f, 1.0f, -0.5f};
     const int recent[] = {0, 1, 0, 0, 2, 1};
-    apply_repeat_penalty(l, 5, recent, 6, 2.0f);
+    float l[5];
+    apply_repeat_penalty(in, 5, recent, 6, 2.0f, l);
     CHECK(l[0] == 1.0f);    // divided once, not three times
     CHECK(l[1] == -4.0f);   // multiplied
     CHECK(l[2] == 0.0f);
