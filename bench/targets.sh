@@ -8,18 +8,21 @@
 #   the read bandwidth (bench/membw.cpp) over a buffer the size of each model's weights (12 MiB:
 #     the full configuration's 11.4 MB sit in L2 + L3 here; 1 GiB: DRAM, GPT-2's 132 MB), before
 #     and after, which bounds decode: tok/s <= bandwidth / weight bytes per token.
-# `uptime` is recorded with every round. Writes bench/targets_results.md and prints it.
-#   bench/targets.sh [--rounds N] [--peer PATH_TO_EMBER]      (about 4 minutes for 2 rounds)
+# `uptime` is recorded with every round. Writes bench/targets_results.md (or --out FILE: one file
+# per machine, e.g. bench/targets_results_epyc.md) and prints it.
+#   bench/targets.sh [--rounds N] [--peer PATH_TO_EMBER] [--out FILE]   (about 4 minutes for 2 rounds)
 set -euo pipefail
 export LC_ALL=C
 cd "$(dirname "$0")/.."
 rounds=2
 bins=(build/cli/ember)
+results=bench/targets_results.md
 while [[ $# -gt 0 ]]; do
   case $1 in
     --rounds) rounds=$2; shift 2 ;;
     --peer) bins+=("$2"); shift 2 ;;
-    *) echo "usage: bench/targets.sh [--rounds N] [--peer PATH_TO_EMBER]" >&2; exit 1 ;;
+    --out) results=$2; shift 2 ;;
+    *) echo "usage: bench/targets.sh [--rounds N] [--peer PATH_TO_EMBER] [--out FILE]" >&2; exit 1 ;;
   esac
 done
 for b in "${bins[@]}"; do
@@ -55,5 +58,5 @@ for round in $(seq 1 "$rounds"); do
   done
 done
 membw after
-/usr/bin/python3 bench/targets_report.py $out "${bins[@]}" > bench/targets_results.md
-cat bench/targets_results.md
+/usr/bin/python3 bench/targets_report.py $out "${bins[@]}" > "$results"
+cat "$results"

@@ -68,7 +68,18 @@ d = pick(bins[0], 'gpt2', 'decode', 'decode_tok_s')
 line('GPT-2 decode, 255 from one, 2 threads, tok/s', '>= 70% of the bound (goal 90%)', 'gpt2', 'decode', 'decode_tok_s',
      '%.1f to %.1f (%.1f to %.1f GB/s over 1 GiB / %.1f MB): this build at %.0f%% to %.0f%%'
      % (lo * 1e9 / wg, hi * 1e9 / wg, lo, hi, wg / 1e6, 100 * d * wg / 1e9 / hi, 100 * d * wg / 1e9 / lo))
-print('\nThe full configuration\'s 11.4 MB of weights exceed one core\'s L2 (2 MiB here) but not L2 + L3, so its'
-      ' "bound" above is the rate at which two threads read a 12 MiB buffer in repeated sweeps (bench/membw.cpp): not a hard limit, since each core\'s L2 keeps part'
-      ' of the weights its rows use between tokens. GPT-2\'s 132.6 MB come from DRAM every token: its bound is the one'
-      ' issue 13 names (read bandwidth / weight bytes).')
+
+
+def cache_size(index):
+    """A cache level's size as sysfs gives it for cpu0 (e.g. '512K', '32768K'), or '?'."""
+    try:
+        return open('/sys/devices/system/cpu/cpu0/cache/index%d/size' % index).read().strip()
+    except OSError:
+        return '?'
+
+
+print('\nThe full configuration\'s %.1f MB of weights exceed one core\'s L2 (%s here) but not L2 + L3 (L3 %s),'
+      ' so its "bound" above is the rate at which as many threads as the row names read a 12 MiB buffer in repeated'
+      ' sweeps (bench/membw.cpp): not a hard limit, since each core\'s L2 keeps part of the weights its rows use'
+      ' between tokens. GPT-2\'s %.1f MB come from DRAM every token: its bound is the one issue 13 names'
+      ' (read bandwidth / weight bytes).' % (wf / 1e6, cache_size(2), cache_size(3), wg / 1e6))

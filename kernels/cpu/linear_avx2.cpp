@@ -162,7 +162,52 @@ void f16_rows_avx2(const Args& a, int n_begin, int n_end) {
     }
 }
 
-void i8_rows_avx2(const Args& a, int n_begin, int n_end) { i8_rows<Avx2Dot>(a, n_begin, n_end); }
+// Decode (T == 1) with groups of 64 (the converter's default) or 32 that divide K: 8 rows of W
+// at a time, each group's 8 rows in straight-line code (no loop state to keep in registers).
+// The group's eight int32 sums fold into one vector (lane r = row n + r) with hadd and a 128-bit
+// swap, so its scales cost one convert and one FMA for 8 rows instead of 4 per row. Each row's
+// line kDecodeAhead bytes on is prefetched once per group: 8 streams that jump every 8 * K bytes
+// are more than the hardware prefetchers follow. On a 2-core AMD EPYC (AVX2 only) this read
+// 19 to 23 GB/s from L2 and L3 against 12 to 14 for the 4-row kernel (bench/decode_kernel.sh).
+constexpr size_t kDecodeAhead = 16384;
+
+template <int kChunks>
+void i8_rows8_decode(const Args& a, int n) {
+    const int K = a.K, gpr = a.gpr;
+    const int8_t* w = static_cast<const int8_t*>(a.w) + static_cast<size_t>(n) * K;
+    const float* ws = a.wscales + static_cast<size_t>(n) * gpr;
+    __m256 acc = _mm256_setzero_ps();
+    for (int g = 0; g < gpr; ++g) {
+        const int k = g * 32 * kChunks;
+        const __m256i x0 = load32(a.xq + k);
+        __m256i x1;
+        if constexpr (kChunks == 2) x1 = load32(a.xq + k + 32);
+        __m256i s[8];
+        for (int r = 0; r < 8; ++r) {
+            const int8_t* wr = w + static_cast<size_t>(r) * K + k;
+            __builtin_prefetch(wr + kDecodeAhead);
+            s[r] = dot32(x0, load32(wr));
+            if constexpr (kChunks == 2) s[r] = _mm256_add_epi32(s[r], dot32(x1, load32(wr + 32)));
+        }
+        const __m256i lo = _mm256_hadd_epi32(_mm256_hadd_epi32(s[0], s[1]), _mm256_hadd_epi32(s[2], s[3]));
+        const __m256i hi = _mm256_hadd_epi32(_mm256_hadd_epi32(s[4], s[5]), _mm256_hadd_epi32(s[6], s[7]));
+        const __m256i sums = _mm256_add_epi32(_mm256_permute2x128_si256(lo, hi, 0x20), _mm256_permute2x128_si256(lo, hi, 0x31));
+        const float* wg = ws + g;
+        const __m256 scale = _mm256_mul_ps(_mm256_setr_ps(wg[0], wg[gpr], wg[2 * gpr], wg[3 * gpr], wg[4 * gpr], wg[5 * gpr],
+                                                          wg[6 * gpr], wg[7 * gpr]),
+                                           _mm256_set1_ps(a.xs[g]));
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums), scale, acc);
+    }
+    if (a.bias) acc = _mm256_add_ps(acc, _mm256_loadu_ps(a.bias + n));
+    _mm256_storeu_ps(a.y + n, acc);
+}
+
+void i8_rows_avx2(const Args& a, int n_begin, int n_end) {
+    if (a.T != 1 || (a.group != 64 && a.group != 32) || a.K % a.group != 0) return i8_rows<Avx2Dot>(a, n_begin, n_end);
+    int n = n_begin;
+    for (; n + 8 <= n_end; n += 8) a.group == 64 ? i8_rows8_decode<2>(a, n) : i8_rows8_decode<1>(a, n);
+    if (n < n_end) i8_rows<Avx2Dot>(a, n, n_end);
+}
 
 // The default rounding mode of _mm256_cvtps_epi32 and of __builtin_nearbyintf is the same
 // round-to-nearest-even, so every variant quantizes x to the same integers.

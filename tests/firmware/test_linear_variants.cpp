@@ -68,10 +68,13 @@ struct Case {
 // N not a multiple of 4 or 16 (tail rows of W). K = 3000 in groups of 64 takes several K blocks
 // of the int8 GEMM's packed panel (32 KiB); a whole row of 1100 as one group is too long for a
 // block of 32 rows (the avx512 GEMM falls back to its row kernel there, the others do not).
+// T = 1 with groups of 64 or 32 that divide K takes avx2's 8-row decode kernel (linear_avx2.cpp),
+// its rows past the last multiple of 8 the 4-row one: 384, 1536 and 768 inputs, 37, 24 and 83 rows.
 const Case kCases[] = {{1, 64, 37, 32},    {1, 100, 37, 64},  {9, 100, 37, 32},  {1, 384, 37, 128}, {9, 384, 40, 64},
                        {1, 200, 37, 128},  {9, 200, 13, 200}, {1, 33, 5, 32},    {3, 7, 6, 7},      {1, 384, 37, 48},
                        {9, 256, 8, 64},    {1, 130, 9, 64},   {17, 385, 37, 64}, {33, 100, 21, 48}, {64, 7, 5, 7},
-                       {100, 384, 50, 64}, {96, 33, 17, 32},  {40, 3000, 9, 64}, {40, 1100, 6, 1100}, {8, 200, 19, 200}};
+                       {100, 384, 50, 64}, {96, 33, 17, 32},  {40, 3000, 9, 64}, {40, 1100, 6, 1100}, {8, 200, 19, 200},
+                       {1, 384, 37, 64},   {1, 1536, 24, 64}, {1, 768, 83, 64},  {1, 128, 16, 32}};
 }  // namespace
 
 TEST_CASE("linear: every kernel variant this CPU runs matches the plain reference (f32, f16, int8)") {
