@@ -17,6 +17,7 @@
 #include <new>
 
 #include "ember_generated.h"
+#include "kernels/cpu/cpu_features.h"
 #include "runtime/error.h"
 #include "runtime/tensors.h"
 #include "runtime/utf8.h"
@@ -477,6 +478,13 @@ void Model::verify_and_view(bool require_checksum) {
         if (slot.vec) *slot.vec = static_cast<const float*>(it->second.view.data);
     });
     if (cfg.tied_lm_head) w.lm_head = w.wte;
+    // Whether decode reads the weights from cache: the int8 kernels' hint (weights.h).
+    if (weight_bytes() <= kernels::last_level_cache_bytes()) {
+        for (auto& l : w.layers) {
+            for (auto* v : {&l.qkv, &l.proj, &l.fc, &l.fc2}) v->cache_resident = true;
+        }
+        w.lm_head.cache_resident = true;
+    }
 }
 
 }  // namespace ember

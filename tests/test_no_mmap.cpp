@@ -16,6 +16,7 @@
 
 #include "cli_util.h"
 #include "converter/convert.h"
+#include "kernels/cpu/cpu_features.h"
 #include "runtime/error.h"
 #include "runtime/model.h"
 #include "runtime/session.h"
@@ -81,6 +82,14 @@ TEST_CASE("--no-mmap: the model read into anonymous memory gives bit-identical l
         CHECK(anon->file_bytes() == mapped->file_bytes());
         CHECK(anon->checksum() == mapped->checksum());
         CHECK(anon->weight_bytes() == mapped->weight_bytes());
+        // The int8 decode hint (kernels/cpu/weights.h): set exactly when the weights fit the
+        // last-level cache, however the bytes are held.
+        const bool fits = mapped->weight_bytes() <= kernels::last_level_cache_bytes();
+        for (const Model* m : {mapped.get(), anon.get()}) {
+            CHECK(m->weights().layers[0].qkv.cache_resident == fits);
+            CHECK(m->weights().layers.back().fc2.cache_resident == fits);
+            CHECK(m->weights().lm_head.cache_resident == fits);
+        }
         CHECK(anon->huge_page_bytes() >= 0);  // /proc/self/smaps holds its mapping
         const std::vector<float> a = window_logits(*mapped), b = window_logits(*anon);
         REQUIRE(a.size() == b.size());

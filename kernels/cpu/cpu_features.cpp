@@ -1,7 +1,10 @@
 #include "kernels/cpu/cpu_features.h"
 
+#include <unistd.h>
+
 #include <cstdlib>
 #include <cstring>
+#include <initializer_list>
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
@@ -114,6 +117,14 @@ CpuLevel choose_level() {
 CpuLevel cpu_level() {
     static const CpuLevel level = choose_level();
     return level;
+}
+
+size_t last_level_cache_bytes() {
+    for (const int name : {_SC_LEVEL3_CACHE_SIZE, _SC_LEVEL2_CACHE_SIZE}) {
+        const long v = sysconf(name);
+        if (v > 0) return static_cast<size_t>(v);
+    }
+    return 0;
 }
 
 }  // namespace ember::kernels

@@ -10,6 +10,8 @@
 // other architecture, means plain.
 #pragma once
 
+#include <cstddef>
+
 namespace ember::kernels {
 
 struct CpuFeatures {
@@ -45,5 +47,9 @@ constexpr CpuLevel kCpuLevels[] = {CpuLevel::Plain, CpuLevel::Avx2, CpuLevel::Av
 // The level the kernels use: detect_cpu_features() capped by EMBER_CPU_KERNELS (unset: no
 // cap; an unknown name: plain). Computed once, on first call; thread-safe.
 CpuLevel cpu_level();
+
+// Bytes of this CPU's last-level cache (glibc's sysconf(_SC_LEVEL3_CACHE_SIZE), else level 2),
+// 0 where unknown (aarch64's glibc reports none): for the int8 decode hint of weights.h.
+size_t last_level_cache_bytes();
 
 }  // namespace ember::kernels

@@ -173,6 +173,7 @@ void run_linear(const Kernels& kern, const float* x, int T, const WeightView& w,
         a.gpr = w.groups_per_row();
         a.xq = scratch.xq;
         a.xs = scratch.xs;
+        a.cache_resident = w.cache_resident;
         auto quantize = [&](int t0, int t1, int) {
             for (int t = t0; t < t1; ++t) {
                 kern.quantize(x + static_cast<size_t>(t) * a.K, a.K, a.group, scratch.xq + static_cast<size_t>(t) * a.K,

@@ -167,8 +167,11 @@ void f16_rows_avx2(const Args& a, int n_begin, int n_end) {
 // The group's eight int32 sums fold into one vector (lane r = row n + r) with hadd and a 128-bit
 // swap, so its scales cost one convert and one FMA for 8 rows instead of 4 per row. Each row's
 // line kDecodeAhead bytes on is prefetched once per group: 8 streams that jump every 8 * K bytes
-// are more than the hardware prefetchers follow. On a 2-core AMD EPYC (AVX2 only) this read
-// 19 to 23 GB/s from L2 and L3 against 12 to 14 for the 4-row kernel (bench/decode_kernel.sh).
+// are more than the hardware prefetchers follow. On a 2-core AMD EPYC (AVX2 only; medians of 6
+// interleaved rounds, docs/benchmarks.md) the lecture's full configuration decodes 1.43x as fast
+// on one thread and 1.08x on two as with the 4-row kernel; GPT-2 124M, whose weights come from
+// DRAM, 0.85x to 0.92x on two threads. Prefetching one block of 8 rows ahead (8 * K bytes) instead
+// kept GPT-2 level but gave up most of the gain (1.20x and 0.85x).
 constexpr size_t kDecodeAhead = 16384;
 
 template <int kChunks>
@@ -203,7 +206,9 @@ void i8_rows8_decode(const Args& a, int n) {
 }
 
 void i8_rows_avx2(const Args& a, int n_begin, int n_end) {
-    if (a.T != 1 || (a.group != 64 && a.group != 32) || a.K % a.group != 0) return i8_rows<Avx2Dot>(a, n_begin, n_end);
+    if (!a.cache_resident || a.T != 1 || (a.group != 64 && a.group != 32) || a.K % a.group != 0) {
+        return i8_rows<Avx2Dot>(a, n_begin, n_end);
+    }
     int n = n_begin;
     for (; n + 8 <= n_end; n += 8) a.group == 64 ? i8_rows8_decode<2>(a, n) : i8_rows8_decode<1>(a, n);
     if (n < n_end) i8_rows<Avx2Dot>(a, n, n_end);

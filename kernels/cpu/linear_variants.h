@@ -22,6 +22,7 @@ struct Args {
     float* y = nullptr;             // [T, N]
     const int8_t* xq = nullptr;     // int8: x quantized per group [T, K], values in [-127, 127]
     const float* xs = nullptr;      // int8: x's scales [T, gpr]
+    bool cache_resident = false;    // int8: WeightView::cache_resident (weights.h)
 };
 
 // Writes y[:, n_begin:n_end] (bias added). Int8 reads xq/xs, which a QuantizeFn wrote.

@@ -68,7 +68,8 @@ struct Case {
 // N not a multiple of 4 or 16 (tail rows of W). K = 3000 in groups of 64 takes several K blocks
 // of the int8 GEMM's packed panel (32 KiB); a whole row of 1100 as one group is too long for a
 // block of 32 rows (the avx512 GEMM falls back to its row kernel there, the others do not).
-// T = 1 with groups of 64 or 32 that divide K takes avx2's 8-row decode kernel (linear_avx2.cpp),
+// T = 1 with groups of 64 or 32 that divide K and cache_resident weights takes avx2's 8-row
+// decode kernel (linear_avx2.cpp),
 // its rows past the last multiple of 8 the 4-row one: 384, 1536 and 768 inputs, 37, 24 and 83 rows.
 const Case kCases[] = {{1, 64, 37, 32},    {1, 100, 37, 64},  {9, 100, 37, 32},  {1, 384, 37, 128}, {9, 384, 40, 64},
                        {1, 200, 37, 128},  {9, 200, 13, 200}, {1, 33, 5, 32},    {3, 7, 6, 7},      {1, 384, 37, 48},
@@ -121,6 +122,11 @@ TEST_CASE("linear: every kernel variant this CPU runs matches the plain referenc
             linear_ref(x.data(), c.T, v, bias.data(), ref.data());
             CHECK(nmse(y, ref) < 1e-4);
             linear_at(CpuLevel::Plain, x.data(), c.T, v, bias.data(), plain.data(), scratch, pool);
+            CHECK(max_rel(y, plain) < 1e-5);
+            // The same with the runtime's hint that the weights sit in cache (weights.h), which
+            // moves avx2's decode to its 8-row kernel.
+            v.cache_resident = true;
+            linear_at(level, x.data(), c.T, v, bias.data(), y.data(), scratch, pool);
             CHECK(max_rel(y, plain) < 1e-5);
         }
     }
