@@ -162,16 +162,17 @@ void f16_rows_avx2(const Args& a, int n_begin, int n_end) {
     }
 }
 
-// Decode (T == 1) with groups of 64 (the converter's default) or 32 that divide K: 8 rows of W
-// at a time, each group's 8 rows in straight-line code (no loop state to keep in registers).
-// The group's eight int32 sums fold into one vector (lane r = row n + r) with hadd and a 128-bit
-// swap, so its scales cost one convert and one FMA for 8 rows instead of 4 per row. Each row's
-// line kDecodeAhead bytes on is prefetched once per group: 8 streams that jump every 8 * K bytes
-// are more than the hardware prefetchers follow. On a 2-core AMD EPYC (AVX2 only; medians of 6
-// interleaved rounds, docs/benchmarks.md) the lecture's full configuration decodes 1.43x as fast
-// on one thread and 1.08x on two as with the 4-row kernel; GPT-2 124M, whose weights come from
-// DRAM, 0.85x to 0.92x on two threads. Prefetching one block of 8 rows ahead (8 * K bytes) instead
-// kept GPT-2 level but gave up most of the gain (1.20x and 0.85x).
+// Decode (T == 1) of cache_resident weights (weights.h: the model fits the last-level cache)
+// with groups of 64 (the converter's default) or 32 that divide K: 8 rows of W at a time, each
+// group's 8 rows in straight-line code (no loop state to keep in registers). The group's eight
+// int32 sums fold into one vector (lane r = row n + r) with hadd and a 128-bit swap, so its
+// scales cost one convert and one FMA for 8 rows instead of 4 per row. Each row's line
+// kDecodeAhead bytes on is prefetched once per group: 8 streams that jump every 8 * K bytes are
+// more than the hardware prefetchers follow. On a 2-core AMD EPYC (AVX2 only; medians of
+// interleaved rounds, docs/benchmarks.md) the lecture's full configuration decodes 1.10x to
+// 1.43x as fast on one thread and 1.08x to 1.65x on two as with the 4-row kernel, while GPT-2
+// 124M, read from DRAM, went 0.77x to 0.93x on two threads: hence the hint. Prefetching one
+// block of 8 rows ahead (8 * K bytes) instead gave up most of the gain in cache.
 constexpr size_t kDecodeAhead = 16384;
 
 template <int kChunks>
