@@ -438,11 +438,13 @@ int cmd_bench(const BenchArgs& a) {
         dev = cuda_device_info();
         if (dev.peak_bytes_per_s > 0) share = static_cast<double>(model->weight_bytes()) * d / dev.peak_bytes_per_s;
     }
-    // The CPU kernels chosen by the CPU's features (and EMBER_CPU_KERNELS).
+    // The CPU kernels chosen by the CPU's features (and EMBER_CPU_KERNELS); int8's as this
+    // model's first layer gets it (the cache hint, kernels/cpu/weights.h).
+    kernels::WeightView i8 = model->weights().layers[0].qkv;
+    i8.type = kernels::WType::I8;
     const std::string kernels = std::string(kernels::linear_kernel_name(kernels::WType::F32)) + ", " +
-                                kernels::linear_kernel_name(kernels::WType::F16) + ", " +
-                                kernels::linear_kernel_name(kernels::WType::I8) + ", attention/layernorm/activation: " +
-                                kernels::ops_kernel_name();
+                                kernels::linear_kernel_name(kernels::WType::F16) + ", " + kernels::linear_kernel_name(i8) +
+                                ", attention/layernorm/activation: " + kernels::ops_kernel_name();
     if (a.json) {
         nlohmann::json j{{"engine", "ember"}, {"backend", backend.name()}, {"threads", threads}, {"runs", a.runs},
                          {"prefill_tok_s", p}, {"prefill_tok_s_min", ps.min}, {"prefill_tok_s_max", ps.max},

@@ -2,6 +2,8 @@
 #include <doctest/doctest.h>
 
 #include <atomic>
+#include <fstream>
+#include <string>
 #include <chrono>
 #include <cmath>
 #include <random>
@@ -253,4 +255,19 @@ TEST_CASE("thread pool runs on the caller alone while its worker is slower than 
     wrong += dispatch();
     CHECK(wrong == 0);
     CHECK(pool.solo_dispatches() == 11);
+}
+
+TEST_CASE("last_level_cache_bytes reads sysfs: at least the L1 data cache where sysfs describes one") {
+    // cpu0's first cache index is its L1 data cache on x86-64 and on the aarch64 kernels that
+    // describe caches at all; a parse that fails returns 0, below it.
+    std::ifstream size_file("/sys/devices/system/cpu/cpu0/cache/index0/size");
+    std::string size;
+    if (!(size_file >> size)) {
+        MESSAGE("no sysfs cache description here: last_level_cache_bytes() is ", last_level_cache_bytes());
+        CHECK(last_level_cache_bytes() == 0);
+        return;
+    }
+    const size_t l1 = std::stoull(size) * (size.back() == 'K' ? 1024u : size.back() == 'M' ? 1024u * 1024u : 1u);
+    CHECK(l1 > 0);
+    CHECK(last_level_cache_bytes() >= l1);
 }

@@ -1,10 +1,9 @@
 #include "kernels/cpu/cpu_features.h"
 
-#include <unistd.h>
-
 #include <cstdlib>
 #include <cstring>
-#include <initializer_list>
+#include <fstream>
+#include <string>
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
@@ -120,11 +119,25 @@ CpuLevel cpu_level() {
 }
 
 size_t last_level_cache_bytes() {
-    for (const int name : {_SC_LEVEL3_CACHE_SIZE, _SC_LEVEL2_CACHE_SIZE}) {
-        const long v = sysconf(name);
-        if (v > 0) return static_cast<size_t>(v);
+    // sysfs, as the kernel describes cpu0's caches: the highest data or unified level's size
+    // ("32768K"). Not glibc's sysconf(_SC_LEVEL3_CACHE_SIZE), which read 256 MiB in a 2-vCPU
+    // EPYC VM whose kernel (and lscpu) give 32 MiB.
+    size_t best = 0;
+    int best_level = 0;
+    for (int i = 0; i < 16; ++i) {
+        const std::string dir = "/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(i) + "/";
+        std::ifstream level_file(dir + "level"), type_file(dir + "type"), size_file(dir + "size");
+        int level = 0;
+        std::string type, size;
+        if (!(level_file >> level) || !(type_file >> type) || !(size_file >> size)) break;
+        if (type == "Instruction" || level <= best_level || size.empty()) continue;
+        char* end = nullptr;
+        const unsigned long long n = std::strtoull(size.c_str(), &end, 10);
+        const unsigned long long unit = *end == 'K' ? 1ull << 10 : *end == 'M' ? 1ull << 20 : *end == 'G' ? 1ull << 30 : 1;
+        best = static_cast<size_t>(n * unit);
+        best_level = level;
     }
-    return 0;
+    return best;
 }
 
 }  // namespace ember::kernels

@@ -48,8 +48,9 @@ constexpr CpuLevel kCpuLevels[] = {CpuLevel::Plain, CpuLevel::Avx2, CpuLevel::Av
 // cap; an unknown name: plain). Computed once, on first call; thread-safe.
 CpuLevel cpu_level();
 
-// Bytes of this CPU's last-level cache (glibc's sysconf(_SC_LEVEL3_CACHE_SIZE), else level 2),
-// 0 where unknown (aarch64's glibc reports none): for the int8 decode hint of weights.h.
+// Bytes of this CPU's last-level cache as Linux's sysfs gives it for cpu0 (the highest data or
+// unified level of /sys/devices/system/cpu/cpu0/cache/index*), 0 where unknown: for the int8
+// decode hint of weights.h.
 size_t last_level_cache_bytes();
 
 }  // namespace ember::kernels

@@ -101,8 +101,9 @@ Kernels kernels_for(CpuLevel level) {
     if (level == CpuLevel::Avx2 || level == CpuLevel::AvxVnni || level == CpuLevel::Avx512) {
         using namespace linear_detail;
         k = {f32_rows_avx2, f16_rows_avx2, i8_rows_avx2, quantize_avx2, "f32: avx2", "f16: avx2", "int8: avx2"};
-        if (level == CpuLevel::AvxVnni) k.i8 = i8_rows_avxvnni, k.i8_name = "int8: avx-vnni";
-        if (level == CpuLevel::Avx512) k.i8 = i8_rows_avx512, k.i8_name = "int8: avx512-vnni";
+        k.i8_cached_name = "int8: avx2 (8-row decode: weights in cache)";
+        if (level == CpuLevel::AvxVnni) k.i8 = i8_rows_avxvnni, k.i8_name = "int8: avx-vnni", k.i8_cached_name = nullptr;
+        if (level == CpuLevel::Avx512) k.i8 = i8_rows_avx512, k.i8_name = "int8: avx512-vnni", k.i8_cached_name = nullptr;
         // The GEMMs' panels (linear_gemm_int8.h's P * NB per policy; f32 rows per cache block).
         k.f32_gemm = f32_gemm_avx2, k.f16_gemm = f16_gemm_avx2, k.f_gemm_rows = 64;
         k.i8_gemm = level == CpuLevel::Avx512 ? i8_gemm_avx512 : level == CpuLevel::AvxVnni ? i8_gemm_avxvnni : i8_gemm_avx2;
@@ -214,6 +215,11 @@ void linear_at(CpuLevel level, const float* x, int T, const WeightView& w, const
 const char* linear_kernel_name(WType type) { return kernel_name(kernels_in_use(), type); }
 
 const char* linear_kernel_name(WType type, CpuLevel level) { return kernel_name(kernels_at(level), type); }
+
+const char* linear_kernel_name(const WeightView& w) {
+    const Kernels& k = kernels_in_use();
+    return w.type == WType::I8 && w.cache_resident && k.i8_cached_name ? k.i8_cached_name : kernel_name(k, w.type);
+}
 
 }  // namespace ember::kernels
 

@@ -47,6 +47,9 @@ void linear_at(CpuLevel level, const float* x, int T, const WeightView& w, const
 // "int8: dotprod"; with `level`, the one linear_at(level, ...) runs.
 const char* linear_kernel_name(WType type);
 const char* linear_kernel_name(WType type, CpuLevel level);
+// The kernel decode (T == 1) runs for `w`: as above, but "int8: avx2 (8-row decode: weights in
+// cache)" for cache_resident int8 weights on the avx2 level (weights.h, linear_avx2.cpp).
+const char* linear_kernel_name(const WeightView& w);
 
 // Backward to the input of a frozen linear layer: dx [T, K] (+)= dy [T, N] @ W (W [N, K]).
 // W is dequantized on the fly one row at a time into `row_scratch` ([pool.size(), K] floats;

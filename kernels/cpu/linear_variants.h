@@ -40,6 +40,7 @@ struct Kernels {
     const char *f32_name, *f16_name, *i8_name;  // e.g. "f32: avx2", "int8: avx512-vnni"
     GemmFn f32_gemm = nullptr, f16_gemm = nullptr, i8_gemm = nullptr;  // null: the row kernels
     int f_gemm_rows = 0, i8_gemm_rows = 0;  // rows of x per panel: a task's rows are a multiple
+    const char* i8_cached_name = nullptr;   // int8 decode of cache_resident weights, where it differs
 };
 
 #if defined(__x86_64__) || defined(__i386__)

@@ -191,6 +191,13 @@ TEST_CASE("CPU levels: clamped to what the CPU has, named and parsed, and the ke
     f.avx512_vnni = true;
     CHECK(cpu_level_clamp(CpuLevel::Avx512, f) == CpuLevel::Avx512);
     CHECK(std::string(linear_kernel_name(WType::I8, CpuLevel::Plain)) == "int8: plain");
+    // What decode runs for one view: the cache hint changes the name on avx2 only.
+    WeightView hinted;
+    hinted.type = WType::I8;
+    CHECK(std::string(linear_kernel_name(hinted)) == linear_kernel_name(WType::I8));
+    hinted.cache_resident = true;
+    CHECK(std::string(linear_kernel_name(hinted)) ==
+          (cpu_level() == CpuLevel::Avx2 ? std::string("int8: avx2 (8-row decode: weights in cache)") : linear_kernel_name(WType::I8)));
     if (cpu_level_supported(CpuLevel::Avx512, detect_cpu_features())) {
         CHECK(std::string(linear_kernel_name(WType::I8, CpuLevel::Avx512)) == "int8: avx512-vnni");
         CHECK(std::string(linear_kernel_name(WType::F32, CpuLevel::Avx512)) == "f32: avx2");
