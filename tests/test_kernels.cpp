@@ -2,11 +2,11 @@
 #include <doctest/doctest.h>
 
 #include <atomic>
-#include <fstream>
-#include <string>
 #include <chrono>
 #include <cmath>
+#include <fstream>
 #include <random>
+#include <string>
 #include <thread>
 #include <vector>
 

@@ -207,9 +207,7 @@ void i8_rows8_decode(const Args& a, int n) {
 }
 
 void i8_rows_avx2(const Args& a, int n_begin, int n_end) {
-    if (!a.cache_resident || a.T != 1 || (a.group != 64 && a.group != 32) || a.K % a.group != 0) {
-        return i8_rows<Avx2Dot>(a, n_begin, n_end);
-    }
+    if (!avx2_rows8_decode(a.cache_resident, a.T, a.K, a.group)) return i8_rows<Avx2Dot>(a, n_begin, n_end);
     int n = n_begin;
     for (; n + 8 <= n_end; n += 8) a.group == 64 ? i8_rows8_decode<2>(a, n) : i8_rows8_decode<1>(a, n);
     if (n < n_end) i8_rows<Avx2Dot>(a, n, n_end);

@@ -69,8 +69,8 @@ struct Case {
 // of the int8 GEMM's packed panel (32 KiB); a whole row of 1100 as one group is too long for a
 // block of 32 rows (the avx512 GEMM falls back to its row kernel there, the others do not).
 // T = 1 with groups of 64 or 32 that divide K and cache_resident weights takes avx2's 8-row
-// decode kernel (linear_avx2.cpp),
-// its rows past the last multiple of 8 the 4-row one: 384, 1536 and 768 inputs, 37, 24 and 83 rows.
+// decode kernel (linear_avx2.cpp), its rows past the last multiple of 8 the 4-row one: 384, 1536
+// and 768 inputs, 37, 24 and 83 rows.
 const Case kCases[] = {{1, 64, 37, 32},    {1, 100, 37, 64},  {9, 100, 37, 32},  {1, 384, 37, 128}, {9, 384, 40, 64},
                        {1, 200, 37, 128},  {9, 200, 13, 200}, {1, 33, 5, 32},    {3, 7, 6, 7},      {1, 384, 37, 48},
                        {9, 256, 8, 64},    {1, 130, 9, 64},   {17, 385, 37, 64}, {33, 100, 21, 48}, {64, 7, 5, 7},
@@ -194,10 +194,14 @@ TEST_CASE("CPU levels: clamped to what the CPU has, named and parsed, and the ke
     // What decode runs for one view: the cache hint changes the name on avx2 only.
     WeightView hinted;
     hinted.type = WType::I8;
+    hinted.cols = 384;
+    hinted.group_size = 64;
     CHECK(std::string(linear_kernel_name(hinted)) == linear_kernel_name(WType::I8));
     hinted.cache_resident = true;
     CHECK(std::string(linear_kernel_name(hinted)) ==
           (cpu_level() == CpuLevel::Avx2 ? std::string("int8: avx2 (8-row decode: weights in cache)") : linear_kernel_name(WType::I8)));
+    hinted.group_size = 128;  // the 4-row kernel runs, and is named
+    CHECK(std::string(linear_kernel_name(hinted)) == linear_kernel_name(WType::I8));
     if (cpu_level_supported(CpuLevel::Avx512, detect_cpu_features())) {
         CHECK(std::string(linear_kernel_name(WType::I8, CpuLevel::Avx512)) == "int8: avx512-vnni");
         CHECK(std::string(linear_kernel_name(WType::F32, CpuLevel::Avx512)) == "f32: avx2");
