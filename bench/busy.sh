@@ -7,21 +7,25 @@
 # round runs every binary given (this build first; --peer adds another build, e.g. an older
 # commit's, measured in the same run). `uptime`'s load average is recorded with every figure:
 # other builds share this machine, so "quiet" means no spinner of ours, not an idle machine.
-# Writes bench/busy_results.md and prints it. Targets (issue 13): busy 2 threads >= 0.8 of
-# quiet 1 thread, and busy 2 threads >= busy 1 thread.
-#   bench/busy.sh [--rounds N] [--runs R] [--peer PATH_TO_EMBER]
+# Each figure also gives the share of decode's thread-pool dispatches that ran on the caller
+# alone (the pool measured its worker slower than none: kernels/cpu/thread_pool.h).
+# Writes bench/busy_results.md (or --out FILE: one file per machine) and prints it. Targets
+# (issue 13): busy 2 threads >= 0.8 of quiet 1 thread, and busy 2 threads >= busy 1 thread.
+#   bench/busy.sh [--rounds N] [--runs R] [--peer PATH_TO_EMBER] [--out FILE]
 set -euo pipefail
 export LC_ALL=C
 cd "$(dirname "$0")/.."
 rounds=3
 runs=5
 bins=(build/cli/ember)
+results=bench/busy_results.md
 while [[ $# -gt 0 ]]; do
   case $1 in
     --rounds) rounds=$2; shift 2 ;;
     --runs) runs=$2; shift 2 ;;
     --peer) bins+=("$2"); shift 2 ;;
-    *) echo "usage: bench/busy.sh [--rounds N] [--runs R] [--peer PATH_TO_EMBER]" >&2; exit 1 ;;
+    --out) results=$2; shift 2 ;;
+    *) echo "usage: bench/busy.sh [--rounds N] [--runs R] [--peer PATH_TO_EMBER] [--out FILE]" >&2; exit 1 ;;
   esac
 done
 for b in "${bins[@]}"; do
@@ -63,7 +67,7 @@ for ((r = 0; r < rounds; ++r)); do
   done
 done
 
-python3 - "$log" "$rounds" "$runs" "$(git rev-parse --short HEAD)" > bench/busy_results.md <<'EOF'
+python3 - "$log" "$rounds" "$runs" "$(git rev-parse --short HEAD)" > "$results" <<'EOF'
 import json, statistics, sys, datetime, platform
 log, rounds, runs, commit = sys.argv[1:5]
 rows = [json.loads(l) for l in open(log)]
@@ -73,8 +77,9 @@ keep = [f for f in ('avx2', 'fma', 'f16c', 'avx512f', 'avx512bw', 'avx512vl', 'a
 print('Measured %s by `bench/busy.sh --rounds %s --runs %s` at %s on %s (%s, %d CPUs; flags include %s).'
       % (datetime.date.today(), rounds, runs, commit, cpu, platform.machine(), len(open('/proc/cpuinfo').read().split('processor\t')) - 1, ' '.join(keep)))
 print('Model: the lecture\'s full configuration in int8 (n_layer 6, n_embd 384, block_size 256, 11.5 MB), decode 255 tokens from one.')
-print('"busy": one `sh -c \'while :; do :; done\'` spinning during the run. Figures in round order; load = 1-minute load average at the start of each.\n')
-print('| ember | condition | threads | decode tok/s (load) | median | / quiet 1 thread |')
+print('"busy": one `sh -c \'while :; do :; done\'` spinning during the run. Figures in round order; load = 1-minute load average at the start of each;'
+      ' solo = the share of decode\'s thread-pool dispatches run on the caller alone (where the build reports it).\n')
+print('| ember | condition | threads | decode tok/s (load, solo) | median | / quiet 1 thread |')
 print('|---|---|---|---|---|---|')
 med = {}
 for b in dict.fromkeys(r['bin'] for r in rows):
@@ -83,7 +88,13 @@ for b in dict.fromkeys(r['bin'] for r in rows):
         med[b, cond, th] = statistics.median(r['bench']['decode_tok_s'] for r in sel)
     for cond, th in (('quiet', 1), ('quiet', 2), ('busy', 1), ('busy', 2)):
         sel = [r for r in rows if r['bin'] == b and r['cond'] == cond and r['threads'] == th]
-        figs = ', '.join('%.0f (%.1f)' % (r['bench']['decode_tok_s'], r['load']) for r in sel)
+        def fig(r):
+            bench = r['bench']
+            solo = ''
+            if th > 1 and bench.get('decode_dispatches'):
+                solo = ', solo %.0f%%' % (100.0 * bench['decode_solo_dispatches'] / bench['decode_dispatches'])
+            return '%.0f (load %.1f%s)' % (bench['decode_tok_s'], r['load'], solo)
+        figs = ', '.join(fig(r) for r in sel)
         print('| `%s` | %s | %d | %s | %.0f | %.2f |' % (b, cond, th, figs, med[b, cond, th], med[b, cond, th] / med[b, 'quiet', 1]))
 print()
 for b in dict.fromkeys(r['bin'] for r in rows):
@@ -91,4 +102,4 @@ for b in dict.fromkeys(r['bin'] for r in rows):
     print('- `%s`: busy 2 threads / quiet 1 thread = %.2f (target >= 0.8: %s); busy 2 / busy 1 = %.2f (target >= 1: %s)'
           % (b, b2 / q1, 'met' if b2 >= 0.8 * q1 else 'not met', b2 / b1, 'met' if b2 >= b1 else 'not met'))
 EOF
-cat bench/busy_results.md
+cat "$results"

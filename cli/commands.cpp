@@ -416,7 +416,9 @@ int cmd_bench(const BenchArgs& a) {
         prefill.push_back(n_prefill / seconds_since(t0));
     }
     // Decode: from one token, `steps` new tokens (within the KV cache), greedy.
+    Backend::DispatchCounts decode_counts;
     for (int r = 0; r <= a.runs; ++r) {
+        if (r == 1) decode_counts = backend.dispatch_counts();
         session->reset();
         int id = 0;
         session->append(&id, 1);
@@ -427,6 +429,8 @@ int cmd_bench(const BenchArgs& a) {
         }
         if (r > 0) decode.push_back(steps / seconds_since(t0));  // run 0 warms up
     }
+    const Backend::DispatchCounts end_counts = backend.dispatch_counts();
+    decode_counts = {end_counts.dispatches - decode_counts.dispatches, end_counts.solo - decode_counts.solo};
     const RunStats ps = run_stats(prefill), ds = run_stats(decode);
     // block_size 1 leaves no token to decode: no figure (JSON null), not "0 tokens/s".
     auto none_if_no_steps = [steps](double v) { return steps > 0 ? nlohmann::json(v) : nlohmann::json(); };
@@ -450,7 +454,11 @@ int cmd_bench(const BenchArgs& a) {
                          {"prefill_tok_s", p}, {"prefill_tok_s_min", ps.min}, {"prefill_tok_s_max", ps.max},
                          {"decode_tok_s", none_if_no_steps(d)}, {"decode_tok_s_min", none_if_no_steps(ds.min)}, {"decode_tok_s_max", none_if_no_steps(ds.max)}, {"prefill_tokens", n_prefill}, {"prefill_logits", gpu ? "last" : a.prefill_logits}, {"decode_tokens", steps}, {"block_size", c.block_size}, {"weight_bytes", model->weight_bytes()},
                          {"mmap", a.load.mmap}, {"mlock", a.load.mlock}, {"mlocked", model->locked()}, {"huge_page_bytes", model->huge_page_bytes()}};
-        if (!gpu) j["kernels"] = kernels;
+        if (!gpu) {
+            j["kernels"] = kernels;
+            j["decode_dispatches"] = decode_counts.dispatches;  // the timed runs' (thread pool)
+            j["decode_solo_dispatches"] = decode_counts.solo;
+        }
         j["kv_cache"] = gpu ? "f16" : kernels::kv_dtype_name(so.kv_cache);  // the CUDA backend's is always fp16
         if (gpu) {
             j["device"] = dev.name;
@@ -477,6 +485,10 @@ int cmd_bench(const BenchArgs& a) {
         } else {
             std::printf("decode:  %.0f tokens/s (%d tokens within block_size; median of %d runs, min %.0f, max %.0f)\n", d, steps, a.runs,
                         ds.min, ds.max);
+            if (threads > 1 && decode_counts.dispatches > 0) {
+                std::printf("         %ld of %ld dispatches to the %d threads ran on this thread alone (workers measured slower)\n",
+                            decode_counts.solo, decode_counts.dispatches, threads);
+            }
         }
         if (gpu) {
             std::printf("decode bandwidth: %.1f%% of peak (%zu weight bytes per token x %.0f tokens/s / %.0f GB/s)\n", 100.0 * share,

@@ -38,6 +38,13 @@ public:
 
     virtual const char* name() const = 0;  // "cpu" | "cuda"
     virtual int threads() const { return 0; }  // CPU threads (0 for a GPU backend)
+    // The CPU thread pool's dispatches so far (kernels/cpu/thread_pool.h): those of more than
+    // one task, and of them those run on the caller alone because the workers were measured
+    // slower than none (a busy machine). Zeros for a GPU backend.
+    struct DispatchCounts {
+        long dispatches = 0, solo = 0;
+    };
+    virtual DispatchCounts dispatch_counts() const { return {}; }
     // Bytes of the planned arena (host for the CPU; device memory, weights included, for CUDA).
     virtual size_t arena_bytes() const = 0;
     // One line on how this backend runs (e.g. whether CUDA captured its decode graph); empty

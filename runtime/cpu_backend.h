@@ -71,6 +71,7 @@ public:
     HostScratch host_scratch() override;
     const char* name() const override { return "cpu"; }
     int threads() const override { return pool_.size(); }
+    DispatchCounts dispatch_counts() const override { return {pool_.dispatches(), pool_.solo_dispatches()}; }
     size_t arena_bytes() const override { return plan_.total; }
     const MemoryPlan& plan() const { return plan_; }
     // The attention probe's tap (runtime/attention_probe.h): while layer >= 0, forward() copies

@@ -92,6 +92,7 @@ void ThreadPool::judge_window() {
 }
 
 void ThreadPool::dispatch(int n_tasks, TaskFn fn, void* ctx) {
+    ++dispatches_;
     if (solo_until_ns_ > 0) {
         if (now_ns() < solo_until_ns_) return run_solo(n_tasks, fn, ctx);
         solo_until_ns_ = 0;  // the back-off is over: measure the workers again
@@ -111,10 +112,13 @@ void ThreadPool::dispatch(int n_tasks, TaskFn fn, void* ctx) {
     const int64_t t1 = now_ns();
     while (done_tasks_.load(std::memory_order_acquire) < n_tasks) EMBER_CPU_RELAX();
     const int64_t t2 = now_ns();
-    if (own == 0) return;  // the workers ran it all: no rate of the caller's to compare with
+    // The workers ran it all: no rate of the caller's to compare with. The caller ran it all
+    // (a worker still waking, or descheduled while idle): the caller alone, nothing learnt of
+    // the workers; counted, its few nanoseconds of waiting failed windows after a back-off.
+    if (own == 0 || own == n_tasks) return;
     window_took_ns_ += t2 - t0;
     window_alone_ns_ += (t1 - t0) * n_tasks / own;
-    if (++window_n_ == kWindow) judge_window();
+    if (++window_n_ >= kWindow && window_took_ns_ >= kWindowNs) judge_window();
 }
 
 void ThreadPool::work_loop(int thread) {

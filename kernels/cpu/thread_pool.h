@@ -12,8 +12,10 @@
 // A worker descheduled while it runs a task still stalls the caller until the OS runs it
 // again (milliseconds when another process holds the core). So the caller times each
 // dispatch: the time it took against the time the caller alone would have taken at the rate
-// it ran its own tasks (its time * n_tasks / its tasks). When a window of kWindow dispatches
-// took longer than the caller alone would have, the pool runs every task on the caller
+// it ran its own tasks (its time * n_tasks / its tasks); a dispatch the caller ran alone (the
+// workers still waking) tells nothing of them and is not counted. When a window (kWindow
+// dispatches and kWindowNs at least, below) took longer than the caller alone would have, the
+// pool runs every task on the caller
 // (workers sleep) for a back-off of 20 ms, doubled on each failed retry up to 640 ms, then
 // tries the workers again. On a quiet machine the windows pass and nothing changes.
 // The estimate takes the caller's rate beside the workers for its rate alone; where the
@@ -92,9 +94,15 @@ public:
     // Dispatches since construction that ran on the caller alone because the workers were
     // measured slower than no workers (see the top of this file); for tests and benchmarks.
     long solo_dispatches() const { return solo_dispatches_; }
+    // Dispatches since construction that had more than one task (the ones the workers may take).
+    long dispatches() const { return dispatches_; }
 
-    // Dispatches per measuring window, and the back-off bounds in nanoseconds.
+    // A measuring window: at least kWindow dispatches that the workers took part in, and at
+    // least kWindowNs of their time, longer than a scheduler's slice (a few ms), so that one
+    // stall of a worker (an interrupt, the hypervisor) weighs against the gain of the
+    // dispatches around it; and the back-off bounds in nanoseconds.
     static constexpr int kWindow = 32;
+    static constexpr int64_t kWindowNs = 16'000'000;
     static constexpr int64_t kMinBackoffNs = 20'000'000;
     static constexpr int64_t kMaxBackoffNs = 640'000'000;
 
@@ -128,6 +136,7 @@ private:
     int64_t solo_until_ns_ = 0;  // > 0: run on the caller alone until this steady_clock time
     int64_t backoff_ns_ = kMinBackoffNs;
     long solo_dispatches_ = 0;
+    long dispatches_ = 0;
 };
 
 }  // namespace ember::kernels
