@@ -410,15 +410,22 @@ int cmd_bench(const BenchArgs& a) {
     };
     std::vector<double> prefill, decode;
     prefill_once();  // warm-up
+    // The thread pool's dispatches (all, and run on the caller alone) over the timed runs.
+    auto counts_since = [&backend](const Backend::DispatchCounts& from) {
+        const Backend::DispatchCounts now = backend.dispatch_counts();
+        return Backend::DispatchCounts{now.dispatches - from.dispatches, now.solo - from.solo};
+    };
+    const Backend::DispatchCounts prefill_from = backend.dispatch_counts();
     for (int r = 0; r < a.runs; ++r) {
         const auto t0 = std::chrono::steady_clock::now();
         prefill_once();
         prefill.push_back(n_prefill / seconds_since(t0));
     }
+    const Backend::DispatchCounts prefill_counts = counts_since(prefill_from);
     // Decode: from one token, `steps` new tokens (within the KV cache), greedy.
-    Backend::DispatchCounts decode_counts;
+    Backend::DispatchCounts decode_from;
     for (int r = 0; r <= a.runs; ++r) {
-        if (r == 1) decode_counts = backend.dispatch_counts();
+        if (r == 1) decode_from = backend.dispatch_counts();
         session->reset();
         int id = 0;
         session->append(&id, 1);
@@ -429,8 +436,7 @@ int cmd_bench(const BenchArgs& a) {
         }
         if (r > 0) decode.push_back(steps / seconds_since(t0));  // run 0 warms up
     }
-    const Backend::DispatchCounts end_counts = backend.dispatch_counts();
-    decode_counts = {end_counts.dispatches - decode_counts.dispatches, end_counts.solo - decode_counts.solo};
+    const Backend::DispatchCounts decode_counts = counts_since(decode_from);
     const RunStats ps = run_stats(prefill), ds = run_stats(decode);
     // block_size 1 leaves no token to decode: no figure (JSON null), not "0 tokens/s".
     auto none_if_no_steps = [steps](double v) { return steps > 0 ? nlohmann::json(v) : nlohmann::json(); };
@@ -456,7 +462,9 @@ int cmd_bench(const BenchArgs& a) {
                          {"mmap", a.load.mmap}, {"mlock", a.load.mlock}, {"mlocked", model->locked()}, {"huge_page_bytes", model->huge_page_bytes()}};
         if (!gpu) {
             j["kernels"] = kernels;
-            j["decode_dispatches"] = decode_counts.dispatches;  // the timed runs' (thread pool)
+            j["prefill_dispatches"] = prefill_counts.dispatches;  // the timed runs' (thread pool)
+            j["prefill_solo_dispatches"] = prefill_counts.solo;
+            j["decode_dispatches"] = decode_counts.dispatches;
             j["decode_solo_dispatches"] = decode_counts.solo;
         }
         j["kv_cache"] = gpu ? "f16" : kernels::kv_dtype_name(so.kv_cache);  // the CUDA backend's is always fp16
@@ -479,16 +487,20 @@ int cmd_bench(const BenchArgs& a) {
         }
         if (!backend.describe().empty()) std::printf("%s\n", backend.describe().c_str());
         std::printf("weights: %s\n", weights_held(*model, a.load).c_str());
+        auto print_solo = [threads](const Backend::DispatchCounts& n) {
+            if (threads > 1 && n.dispatches > 0) {
+                std::printf("         %ld of %ld dispatches to the %d threads ran on this thread alone (workers measured slower)\n", n.solo,
+                            n.dispatches, threads);
+            }
+        };
         std::printf("prefill: %.0f tokens/s (window of %d; median of %d runs, min %.0f, max %.0f)\n", p, n_prefill, a.runs, ps.min, ps.max);
+        print_solo(prefill_counts);
         if (steps == 0) {
             std::printf("decode:  none (block_size %d leaves no token to decode after the first)\n", c.block_size);
         } else {
             std::printf("decode:  %.0f tokens/s (%d tokens within block_size; median of %d runs, min %.0f, max %.0f)\n", d, steps, a.runs,
                         ds.min, ds.max);
-            if (threads > 1 && decode_counts.dispatches > 0) {
-                std::printf("         %ld of %ld dispatches to the %d threads ran on this thread alone (workers measured slower)\n",
-                            decode_counts.solo, decode_counts.dispatches, threads);
-            }
+            print_solo(decode_counts);
         }
         if (gpu) {
             std::printf("decode bandwidth: %.1f%% of peak (%zu weight bytes per token x %.0f tokens/s / %.0f GB/s)\n", 100.0 * share,

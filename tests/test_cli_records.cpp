@@ -154,6 +154,24 @@ TEST_CASE("ember bench --runs R prints min, median and max, in text and JSON") {
         CHECK(mid <= hi + 0.5);
     }
     check_refused(ember_cli("bench -m " + q(model) + " --runs 0", dir), "--runs");
+
+    // The thread pool's dispatches over the timed runs: none with one thread (no workers), some
+    // with two (every linear of the decode steps splits its rows), of which the share run on
+    // the caller alone can be anything from none to all.
+    for (const int threads : {1, 2}) {
+        CAPTURE(threads);
+        const Run r = ember_cli("bench -m " + q(model) + " -p 8 -n 6 --runs 2 --backend cpu --json --threads " + std::to_string(threads), dir);
+        REQUIRE(r.status == 0);
+        const nlohmann::json b = nlohmann::json::parse(r.out);
+        for (const char* phase : {"prefill", "decode"}) {
+            CAPTURE(phase);
+            const long all = b.at(std::string(phase) + "_dispatches"), solo = b.at(std::string(phase) + "_solo_dispatches");
+            CHECK(solo >= 0);
+            CHECK(solo <= all);
+            if (threads == 1) CHECK(all == 0);
+        }
+        if (threads == 2) CHECK(b.at("decode_dispatches").get<long>() >= 2 * 6);
+    }
 }
 
 TEST_CASE("ember bench on a block_size 1 model: no decode figure (null), not 0 tokens/s") {
