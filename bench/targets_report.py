@@ -83,3 +83,19 @@ print('\nThe full configuration\'s %.1f MB of weights exceed one core\'s L2 (%s 
       ' sweeps (bench/membw.cpp): not a hard limit, since each core\'s L2 keeps part of the weights its rows use'
       ' between tokens. GPT-2\'s %.1f MB come from DRAM every token: its bound is the one issue 13 names'
       ' (read bandwidth / weight bytes).' % (wf / 1e6, cache_size(2), cache_size(3), wg / 1e6))
+
+
+def solo_shares(b, model, case):
+    """Per round, the share of decode's thread-pool dispatches run on the caller alone."""
+    sel = [r for r in bench if r['bin'] == b and r['model'] == model and r['case'] == case and r.get('decode_dispatches')]
+    return ', '.join('%.0f%%' % (100.0 * r['decode_solo_dispatches'] / r['decode_dispatches']) for r in sel)
+
+
+parts = []
+for b in bins:
+    full, gpt2 = solo_shares(b, 'full', 'threads 2'), solo_shares(b, 'gpt2', 'decode')
+    if full or gpt2:
+        parts.append('`%s`: full configuration %s; GPT-2 %s' % (b, full or '-', gpt2 or '-'))
+if parts:
+    print('\nDecode\'s thread-pool dispatches that ran on the caller alone (2 threads, the pool having measured its'
+          ' worker slower than none; kernels/cpu/thread_pool.h), per round: ' + '; '.join(parts) + '.')
