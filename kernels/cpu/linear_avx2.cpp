@@ -3,7 +3,6 @@
 // non-inlined copy compiled with these flags could be linked into plain code.
 #include <immintrin.h>
 
-#include "kernels/cpu/linear_gemm_int8.h"
 #include "kernels/cpu/linear_int8_block.h"
 
 namespace ember::kernels::linear_detail {
@@ -65,24 +64,6 @@ struct Avx2Dot {
     static Acc fma(Acc acc, Sum s, const Group&, float scale) { return _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(scale), acc); }
 };
 
-// linear_gemm_int8.h's policy: 8 rows of x a YMM, 2 YMM a panel (16 rows), 2 rows of W a tile
-// (16 registers in all); each lane's 4 products by maddubs on |w| and x with w's sign.
-struct GemmAvx2 {
-    static constexpr int P = 8, NB = 2, R = 2, kUnit = 4;
-    static constexpr bool kSurplus = false;
-    using VecI = __m256i;
-    using VecF = __m256;
-    static VecI load_x(const int8_t* p) { return load32(p); }
-    static VecI bcast_w(uint32_t w4) { return _mm256_set1_epi32(static_cast<int>(w4)); }
-    static VecI dot(VecI s, VecI x, VecI w) { return _mm256_add_epi32(s, dot32(x, w)); }
-    static VecI izero() { return _mm256_setzero_si256(); }
-    static VecF fzero() { return _mm256_setzero_ps(); }
-    static VecF group_fma(VecF acc, VecI s, const int32_t*, const float* xs, float ws) {
-        return _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_mul_ps(_mm256_load_ps(xs), _mm256_set1_ps(ws)), acc);
-    }
-    static void store(float* out, VecF v) { _mm256_storeu_ps(out, v); }
-};
-
 // The f32 GEMM's tile: RR rows of W (from n) x CC rows of x (from t), lanes over k, RR * CC
 // accumulators (8 for 4 x 2: W's 4 loads serve 2 rows of x, x's 2 serve 4 rows of W); f16
 // weights widened as they are loaded (vcvtph2ps); the part of K past the last 8 scalar.
@@ -134,6 +115,177 @@ void f_gemm(const Args& a, int t_begin, int t_end, int n_begin, int n_end) {
     }
 }
 
+// The int8 GEMM of prefill (T >= 8), in int16. Without VNNI, vpmaddubsw needs |w| and x with
+// w's sign: three instructions on the two multiply pipes per 32 products. vpmaddwd on int16 pairs
+// gives 16 exact products per instruction with nothing around it but the add. So:
+//   - x is packed once per K block as int16 pairs, in panels of 16 rows: [unit][16 rows][2]
+//     (unit u of a group holds its k = 2u, 2u + 1; an odd group's last pair ends in 0);
+//   - a task (kW16Rows = 64 rows of x, i8_gemm_rows) holds four such panels, and each tile of 4
+//     rows of W is widened to int16 pairs for the block once for all four, into a buffer from
+//     which each pair is broadcast by a load;
+//   - per pair of k, 4 rows of W x 16 rows of x: 4 broadcasts, 2 loads of x, 8 vpmaddwd, 8 adds.
+// Same integers as the plain kernel (every product and sum exact in int32, -128 in W included);
+// the f32 work per group as in linear_gemm_int8.h.
+constexpr int kW16Panel = 16;                          // rows of x per panel: two YMM of 8 rows
+constexpr int kW16Panels = 4;                          // panels per task
+constexpr int kW16Rows = kW16Panel * kW16Panels;       // rows of x per task (i8_gemm_rows)
+constexpr int kW16BlockUnits = 256;                    // pairs of k per K block: 16 KiB a panel
+constexpr int kW16BlockGroups = 64;                    // groups per K block at most
+constexpr size_t kW16PanelInts = static_cast<size_t>(kW16BlockUnits) * kW16Panel * 2;
+
+inline int units_of_pairs(int len) { return (len + 1) / 2; }
+
+struct W16Panels {
+    alignas(32) int16_t x[kW16Panels * kW16PanelInts];         // [panel][unit][row][2]
+    alignas(32) float xs[kW16Panels][kW16BlockGroups * kW16Panel];  // [panel][group of the block][row]
+    int unit0[kW16BlockGroups + 1];                            // first unit of each group of the block
+    int panels = 0;                                            // panels holding rows of x
+};
+
+// The end of the K block that starts at group g0: whole groups, at most kW16BlockUnits pairs
+// and kW16BlockGroups groups (the caller made sure one group fits).
+int w16_block_end(const Args& a, int g0) {
+    int g1 = g0, units = 0;
+    while (g1 < a.gpr && g1 - g0 < kW16BlockGroups) {
+        const int u = units_of_pairs(min_int(a.K, (g1 + 1) * a.group) - g1 * a.group);
+        if (units + u > kW16BlockUnits) break;
+        units += u;
+        ++g1;
+    }
+    return g1;
+}
+
+// Rows [t0, t1) of xq (the last panel's rows past t1 zero), groups [g0, g1), into p.
+void w16_pack_x(const Args& a, int t0, int t1, int g0, int g1, W16Panels& p) {
+    const int K = a.K, group = a.group;
+    p.unit0[0] = 0;
+    for (int g = g0; g < g1; ++g) p.unit0[g - g0 + 1] = p.unit0[g - g0] + units_of_pairs(min_int(K, (g + 1) * group) - g * group);
+    p.panels = (t1 - t0 + kW16Panel - 1) / kW16Panel;
+    for (int i = 0; i < p.panels * kW16Panel; ++i) {
+        const int t = t0 + i, row = i % kW16Panel;
+        int16_t* px = p.x + static_cast<size_t>(i / kW16Panel) * kW16PanelInts;
+        for (int g = g0; g < g1; ++g) {
+            const int gl = g - g0, k0 = g * group, len = min_int(K, k0 + group) - k0;
+            int16_t* dst = px + static_cast<size_t>(p.unit0[gl]) * kW16Panel * 2 + row * 2;
+            const int8_t* src = t < t1 ? a.xq + static_cast<size_t>(t) * K + k0 : nullptr;
+            for (int k = 0; k < len; k += 2) {
+                int16_t* d = dst + static_cast<size_t>(k / 2) * kW16Panel * 2;
+                d[0] = src ? src[k] : 0;
+                d[1] = src && k + 1 < len ? src[k + 1] : 0;
+            }
+            p.xs[i / kW16Panel][gl * kW16Panel + row] = src ? a.xs[static_cast<size_t>(t) * a.gpr + g] : 0.0f;
+        }
+    }
+}
+
+// Rows n..n+R of W, groups [g0, g1), widened to int16 pairs: wb[r * units + u] holds the pair
+// of unit u (the odd group's last pair ends in 0), as one 32-bit word to broadcast. The next
+// tile's rows (n + R.., the same groups) are prefetched, to arrive while this tile computes.
+template <int R>
+void w16_widen(const Args& a, const W16Panels& p, int n, int g0, int g1, int32_t* wb) {
+    const int K = a.K, group = a.group, units = p.unit0[g1 - g0];
+    const int kb0 = g0 * group, kb1 = min_int(K, g1 * group);
+    for (int r = R; r < 2 * R && n + r < a.N; ++r) {
+        const int8_t* next = static_cast<const int8_t*>(a.w) + static_cast<size_t>(n + r) * K;
+        for (int k = kb0; k < kb1; k += 64) __builtin_prefetch(next + k);
+    }
+    for (int r = 0; r < R; ++r) {
+        const int8_t* w = static_cast<const int8_t*>(a.w) + static_cast<size_t>(n + r) * K;
+        int16_t* out = reinterpret_cast<int16_t*>(wb + static_cast<size_t>(r) * units);
+        for (int g = g0; g < g1; ++g) {
+            const int k0 = g * group, len = min_int(K, k0 + group) - k0;
+            int16_t* o = out + static_cast<size_t>(p.unit0[g - g0]) * 2;
+            int k = 0;
+            for (; k + 16 <= len; k += 16)
+                _mm256_storeu_si256(reinterpret_cast<__m256i*>(o + k),
+                                    _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w + k0 + k))));
+            for (; k < len; ++k) o[k] = w[k0 + k];
+            if (len % 2) o[len] = 0;
+        }
+    }
+}
+
+// One group's int32 sums s[r][b] (row r of W against the panel's rows 8b..8b+7) over `count`
+// units of the panel from xp and of the widened rows from wu (row stride `units`). Not inlined,
+// and its sums named locals rather than an array: GCC then keeps every sum and both x vectors
+// in registers (inlined into the tile, it copied each sum once per unit; with more live around
+// the loop it spilled one).
+template <int R>
+void w16_units(const int16_t* xp, const int32_t* wu, int units, int count, __m256i (*s)[2]);
+
+template <>
+__attribute__((noinline)) void w16_units<4>(const int16_t* xp, const int32_t* wu, int units, int count, __m256i (*s)[2]) {
+    __m256i s00 = _mm256_setzero_si256(), s01 = s00, s10 = s00, s11 = s00, s20 = s00, s21 = s00, s30 = s00, s31 = s00;
+    for (int u = 0; u < count; ++u, xp += kW16Panel * 2, ++wu) {
+        __m256i x0 = _mm256_load_si256(reinterpret_cast<const __m256i*>(xp));
+        __m256i x1 = _mm256_load_si256(reinterpret_cast<const __m256i*>(xp + 16));
+        // x in registers: GCC would fold its loads into every vpmaddwd, 8 loads a unit where 2
+        // do, and the loads (2 a cycle) would bound the loop.
+        __asm__("" : "+x"(x0), "+x"(x1));
+        __m256i w = _mm256_set1_epi32(wu[0]);
+        s00 = _mm256_add_epi32(s00, _mm256_madd_epi16(x0, w));
+        s01 = _mm256_add_epi32(s01, _mm256_madd_epi16(x1, w));
+        w = _mm256_set1_epi32(wu[units]);
+        s10 = _mm256_add_epi32(s10, _mm256_madd_epi16(x0, w));
+        s11 = _mm256_add_epi32(s11, _mm256_madd_epi16(x1, w));
+        w = _mm256_set1_epi32(wu[2 * units]);
+        s20 = _mm256_add_epi32(s20, _mm256_madd_epi16(x0, w));
+        s21 = _mm256_add_epi32(s21, _mm256_madd_epi16(x1, w));
+        w = _mm256_set1_epi32(wu[3 * units]);
+        s30 = _mm256_add_epi32(s30, _mm256_madd_epi16(x0, w));
+        s31 = _mm256_add_epi32(s31, _mm256_madd_epi16(x1, w));
+    }
+    s[0][0] = s00, s[0][1] = s01, s[1][0] = s10, s[1][1] = s11, s[2][0] = s20, s[2][1] = s21, s[3][0] = s30, s[3][1] = s31;
+}
+
+template <>
+__attribute__((noinline)) void w16_units<1>(const int16_t* xp, const int32_t* wu, int, int count, __m256i (*s)[2]) {
+    __m256i s0 = _mm256_setzero_si256(), s1 = s0;
+    for (int u = 0; u < count; ++u, xp += kW16Panel * 2, ++wu) {
+        const __m256i w = _mm256_set1_epi32(wu[0]);
+        s0 = _mm256_add_epi32(s0, _mm256_madd_epi16(_mm256_load_si256(reinterpret_cast<const __m256i*>(xp)), w));
+        s1 = _mm256_add_epi32(s1, _mm256_madd_epi16(_mm256_load_si256(reinterpret_cast<const __m256i*>(xp + 16)), w));
+    }
+    s[0][0] = s0, s[0][1] = s1;
+}
+
+// R rows of W from n against the panels (rows t0..t1, groups g0..g1); the block of g0 == 0
+// writes y with the bias, later blocks add to it.
+template <int R>
+void w16_tile(const Args& a, const W16Panels& p, int n, int t0, int t1, int g0, int g1) {
+    alignas(32) int32_t wb[R * kW16BlockUnits];
+    w16_widen<R>(a, p, n, g0, g1, wb);
+    const int units = p.unit0[g1 - g0], gpr = a.gpr;
+    const bool first = g0 == 0;
+    for (int pi = 0; pi < p.panels; ++pi) {
+        alignas(32) float acc[R][kW16Panel] = {};
+        const int16_t* px = p.x + static_cast<size_t>(pi) * kW16PanelInts;
+        for (int g = g0; g < g1; ++g) {
+            const int gl = g - g0;
+            __m256i s[R][2];
+            w16_units<R>(px + static_cast<size_t>(p.unit0[gl]) * kW16Panel * 2, wb + p.unit0[gl], units, p.unit0[gl + 1] - p.unit0[gl], s);
+            const __m256 xs0 = _mm256_load_ps(p.xs[pi] + gl * kW16Panel), xs1 = _mm256_load_ps(p.xs[pi] + gl * kW16Panel + 8);
+            for (int r = 0; r < R; ++r) {
+                const __m256 wsc = _mm256_set1_ps(a.wscales[static_cast<size_t>(n + r) * gpr + g]);
+                _mm256_store_ps(acc[r], _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[r][0]), _mm256_mul_ps(xs0, wsc), _mm256_load_ps(acc[r])));
+                _mm256_store_ps(acc[r] + 8,
+                                _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[r][1]), _mm256_mul_ps(xs1, wsc), _mm256_load_ps(acc[r] + 8)));
+            }
+        }
+        const int rows = min_int(kW16Panel, t1 - t0 - pi * kW16Panel);
+        for (int i = 0; i < rows; ++i) {
+            float* yr = a.y + static_cast<size_t>(t0 + pi * kW16Panel + i) * a.N + n;
+            if constexpr (R == 4) {  // y's 4 outputs of this row in one vector
+                __m128 v = _mm_setr_ps(acc[0][i], acc[1][i], acc[2][i], acc[3][i]);
+                v = _mm_add_ps(v, first ? (a.bias ? _mm_loadu_ps(a.bias + n) : _mm_setzero_ps()) : _mm_loadu_ps(yr));
+                _mm_storeu_ps(yr, v);
+            } else {
+                for (int r = 0; r < R; ++r) yr[r] = acc[r][i] + (first ? (a.bias ? a.bias[n + r] : 0.0f) : yr[r]);
+            }
+        }
+    }
+}
+
 }  // namespace
 
 void f32_gemm_avx2(const Args& a, int t_begin, int t_end, int n_begin, int n_end) { f_gemm<float>(a, t_begin, t_end, n_begin, n_end); }
@@ -143,7 +295,27 @@ void f16_gemm_avx2(const Args& a, int t_begin, int t_end, int n_begin, int n_end
 }
 
 void i8_gemm_avx2(const Args& a, int t_begin, int t_end, int n_begin, int n_end) {
-    i8_gemm<GemmAvx2>(a, t_begin, t_end, n_begin, n_end, i8_rows_avx2);
+    W16Panels panel;
+    for (int t0 = t_begin; t0 < t_end; t0 += kW16Rows) {
+        const int t1 = min_int(t_end, t0 + kW16Rows);
+        if (units_of_pairs(min_int(a.K, a.group)) > kW16BlockUnits) {  // one group over a block: the row kernel
+            Args sub = a;
+            sub.T = t1 - t0;
+            sub.xq = a.xq + static_cast<size_t>(t0) * a.K;
+            sub.xs = a.xs + static_cast<size_t>(t0) * a.gpr;
+            sub.y = a.y + static_cast<size_t>(t0) * a.N;
+            i8_rows_avx2(sub, n_begin, n_end);
+            continue;
+        }
+        for (int g0 = 0; g0 < a.gpr;) {
+            const int g1 = w16_block_end(a, g0);
+            w16_pack_x(a, t0, t1, g0, g1, panel);
+            int n = n_begin;
+            for (; n + 4 <= n_end; n += 4) w16_tile<4>(a, panel, n, t0, t1, g0, g1);
+            for (; n < n_end; ++n) w16_tile<1>(a, panel, n, t0, t1, g0, g1);
+            g0 = g1;
+        }
+    }
 }
 
 void f32_rows_avx2(const Args& a, int n_begin, int n_end) {

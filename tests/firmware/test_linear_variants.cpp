@@ -64,10 +64,12 @@ struct Case {
 // T = 1 and 3 (decode, the row kernels) and T >= 8 (prefill, the blocked GEMMs): 9, 17, 33
 // and 100 are not multiples of any GEMM panel (8, 16, 32 rows), 64 and 96 are; K a multiple of
 // the SIMD width or not (7, 33, 100, 200, 385); groups of 32, 64, 128, a whole row, 48 (not a
-// multiple of 32), 7 and 200, and a short last group wherever K is not a multiple of the group;
-// N not a multiple of 4 or 16 (tail rows of W). K = 3000 in groups of 64 takes several K blocks
-// of the int8 GEMM's packed panel (32 KiB); a whole row of 1100 as one group is too long for a
-// block of 32 rows (the avx512 GEMM falls back to its row kernel there, the others do not).
+// multiple of 32), 7 and 200, and a short last group wherever K is not a multiple of the group
+// (odd lengths pad avx2's int16 pairs); N not a multiple of 4 or 16 (tail rows of W). T = 100
+// is avx2's task of 64 rows and one of 36 (three panels of 16, the last partly empty). K = 3000
+// in groups of 64 takes several K blocks of the int8 GEMMs' packed panels; a whole row of 1100
+// as one group is too long for one block of the avx512 GEMM (32 rows) or of the avx2 one (256
+// pairs of k): those two fall back to their row kernels there, the others do not.
 // T = 1 with groups of 64 or 32 that divide K and cache_resident weights takes avx2's 8-row
 // decode kernel (linear_avx2.cpp), its rows past the last multiple of 8 the 4-row one: 384, 1536
 // and 768 inputs, 37, 24 and 83 rows.
