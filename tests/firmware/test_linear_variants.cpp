@@ -134,6 +134,50 @@ TEST_CASE("linear: every kernel variant this CPU runs matches the plain referenc
     }
 }
 
+TEST_CASE("linear int8: random shapes, every variant against the plain kernel (GEMM panels, K blocks, odd groups)") {
+    // 60 shapes drawn with a fixed seed: T 1 to 140 (the row kernels, partial and several GEMM
+    // panels and tasks), K 1 to 700, N 1 to 30 (tail tiles), groups from 1 to K, half of them
+    // odd (avx2's int16 pairs pad an odd group), and a bias on every other shape; one to four
+    // threads, so that tasks split over N as well.
+    std::mt19937 rng(20261201);
+    auto draw = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
+    for (int i = 0; i < 60; ++i) {
+        const int T = i % 5 == 0 ? draw(1, 7) : draw(8, 140), K = draw(1, 700), N = draw(1, 30);
+        const int group = i % 3 == 0 ? std::min(K, 64) : draw(1, K);
+        const int threads = draw(1, 4);
+        CAPTURE(i);
+        CAPTURE(T);
+        CAPTURE(K);
+        CAPTURE(N);
+        CAPTURE(group);
+        CAPTURE(threads);
+        ThreadPool pool(threads);
+        const auto x = randn(static_cast<size_t>(T) * K, 100 + i, 1.0f);
+        const auto w = randn(static_cast<size_t>(N) * K, 200 + i, 0.05f);
+        const auto bias = randn(N, 300 + i, 1.0f);
+        const float* b = i % 2 ? bias.data() : nullptr;
+        const Quantized q = quantize(w, N, K, group);
+        WeightView v;
+        v.type = WType::I8;
+        v.rows = N;
+        v.cols = K;
+        v.data = q.q.data();
+        v.scales = q.scales.data();
+        v.group_size = group;
+        std::vector<int8_t> xq(linear_scratch_xq_bytes(T, K));
+        std::vector<float> xs(linear_scratch_xs_bytes(T, K, group) / sizeof(float));
+        const LinearScratch scratch{xq.data(), xs.data()};
+        std::vector<float> y(static_cast<size_t>(T) * N), plain(y.size());
+        linear_at(CpuLevel::Plain, x.data(), T, v, b, plain.data(), scratch, pool);
+        for (CpuLevel level : levels_to_test()) {
+            const std::string level_name = cpu_level_name(level);
+            CAPTURE(level_name);
+            linear_at(level, x.data(), T, v, b, y.data(), scratch, pool);
+            CHECK(max_rel(y, plain) < 1e-5);
+        }
+    }
+}
+
 TEST_CASE("linear int8: signed x signed extremes (-128 in W, +-127 in x) give the exact integer sums") {
     // x = +-1 quantizes to +-127 (scale 1/127); W's bytes take every value in [-128, 127] with
     // scale 1. Each y is then 1/127 times an integer sum below 2^24, so every variant must
