@@ -3,6 +3,7 @@
 // non-inlined copy compiled with these flags could be linked into plain code.
 #include <immintrin.h>
 
+#include "kernels/cpu/linear_gemm_int8.h"
 #include "kernels/cpu/linear_int8_block.h"
 
 namespace ember::kernels::linear_detail {
@@ -295,18 +296,11 @@ void f16_gemm_avx2(const Args& a, int t_begin, int t_end, int n_begin, int n_end
 }
 
 void i8_gemm_avx2(const Args& a, int t_begin, int t_end, int n_begin, int n_end) {
+    // A group longer than a block: the row kernel.
+    if (units_of_pairs(min_int(a.K, a.group)) > kW16BlockUnits) return i8_rows_avx2(rows_slice(a, t_begin, t_end), n_begin, n_end);
     W16Panels panel;
     for (int t0 = t_begin; t0 < t_end; t0 += kW16Rows) {
         const int t1 = min_int(t_end, t0 + kW16Rows);
-        if (units_of_pairs(min_int(a.K, a.group)) > kW16BlockUnits) {  // one group over a block: the row kernel
-            Args sub = a;
-            sub.T = t1 - t0;
-            sub.xq = a.xq + static_cast<size_t>(t0) * a.K;
-            sub.xs = a.xs + static_cast<size_t>(t0) * a.gpr;
-            sub.y = a.y + static_cast<size_t>(t0) * a.N;
-            i8_rows_avx2(sub, n_begin, n_end);
-            continue;
-        }
         for (int g0 = 0; g0 < a.gpr;) {
             const int g1 = w16_block_end(a, g0);
             w16_pack_x(a, t0, t1, g0, g1, panel);

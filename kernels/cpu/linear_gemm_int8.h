@@ -79,6 +79,17 @@ struct GemmPanel {
 
 inline int units_of(int len, int unit) { return (len + unit - 1) / unit; }
 
+// Rows [t0, t1) of x, xq, xs and y as a call of their own: for a row kernel that takes the
+// rows a GEMM cannot block.
+inline Args rows_slice(const Args& a, int t0, int t1) {
+    Args sub = a;
+    sub.T = t1 - t0;
+    sub.xq = a.xq + static_cast<size_t>(t0) * a.K;
+    sub.xs = a.xs + static_cast<size_t>(t0) * a.gpr;
+    sub.y = a.y + static_cast<size_t>(t0) * a.N;
+    return sub;
+}
+
 // Packs rows [t0, t0 + PT) (those < t_end) of xq, groups [g0, g1), into p, in units of
 // D::kUnit bytes (4: quads; 8 for SMMLA).
 template <class D>
@@ -122,15 +133,7 @@ void pack_panel(const Args& a, int t0, int t_end, int g0, int g1, GemmPanel<D>& 
 template <class D, class Tile>
 void gemm_blocks(const Args& a, int t_begin, int t_end, int n_begin, int n_end, RowsFn rows, GemmPanel<D>& panel, Tile tile) {
     constexpr int PT = GemmPanel<D>::PT, U = D::kUnit;
-    if (units_of(gemm_min(a.K, a.group), U) * U * PT > kPanelBytes) {
-        Args sub = a;
-        sub.T = t_end - t_begin;
-        sub.xq = a.xq + static_cast<size_t>(t_begin) * a.K;
-        sub.xs = a.xs + static_cast<size_t>(t_begin) * a.gpr;
-        sub.y = a.y + static_cast<size_t>(t_begin) * a.N;
-        rows(sub, n_begin, n_end);
-        return;
-    }
+    if (units_of(gemm_min(a.K, a.group), U) * U * PT > kPanelBytes) return rows(rows_slice(a, t_begin, t_end), n_begin, n_end);
     for (int t0 = t_begin; t0 < t_end; t0 += PT) {
         for (int g0 = 0; g0 < a.gpr;) {
             int g1 = g0, bytes = 0;
