@@ -134,8 +134,6 @@ constexpr int kW16BlockUnits = 256;                    // pairs of k per K block
 constexpr int kW16BlockGroups = 64;                    // groups per K block at most
 constexpr size_t kW16PanelInts = static_cast<size_t>(kW16BlockUnits) * kW16Panel * 2;
 
-inline int units_of_pairs(int len) { return (len + 1) / 2; }
-
 struct W16Panels {
     alignas(32) int16_t x[kW16Panels * kW16PanelInts];         // [panel][unit][row][2]
     alignas(32) float xs[kW16Panels][kW16BlockGroups * kW16Panel];  // [panel][group of the block][row]
@@ -148,7 +146,7 @@ struct W16Panels {
 int w16_block_end(const Args& a, int g0) {
     int g1 = g0, units = 0;
     while (g1 < a.gpr && g1 - g0 < kW16BlockGroups) {
-        const int u = units_of_pairs(min_int(a.K, (g1 + 1) * a.group) - g1 * a.group);
+        const int u = units_of(group_len(a, g1), 2);
         if (units + u > kW16BlockUnits) break;
         units += u;
         ++g1;
@@ -160,13 +158,13 @@ int w16_block_end(const Args& a, int g0) {
 void w16_pack_x(const Args& a, int t0, int t1, int g0, int g1, W16Panels& p) {
     const int K = a.K, group = a.group;
     p.unit0[0] = 0;
-    for (int g = g0; g < g1; ++g) p.unit0[g - g0 + 1] = p.unit0[g - g0] + units_of_pairs(min_int(K, (g + 1) * group) - g * group);
+    for (int g = g0; g < g1; ++g) p.unit0[g - g0 + 1] = p.unit0[g - g0] + units_of(group_len(a, g), 2);
     p.panels = (t1 - t0 + kW16Panel - 1) / kW16Panel;
     for (int i = 0; i < p.panels * kW16Panel; ++i) {
         const int t = t0 + i, row = i % kW16Panel;
         int16_t* px = p.x + static_cast<size_t>(i / kW16Panel) * kW16PanelInts;
         for (int g = g0; g < g1; ++g) {
-            const int gl = g - g0, k0 = g * group, len = min_int(K, k0 + group) - k0;
+            const int gl = g - g0, k0 = g * group, len = group_len(a, g);
             int16_t* dst = px + static_cast<size_t>(p.unit0[gl]) * kW16Panel * 2 + row * 2;
             const int8_t* src = t < t1 ? a.xq + static_cast<size_t>(t) * K + k0 : nullptr;
             for (int k = 0; k < len; k += 2) {
@@ -194,7 +192,7 @@ void w16_widen(const Args& a, const W16Panels& p, int n, int g0, int g1, int32_t
         const int8_t* w = static_cast<const int8_t*>(a.w) + static_cast<size_t>(n + r) * K;
         int16_t* out = reinterpret_cast<int16_t*>(wb + static_cast<size_t>(r) * units);
         for (int g = g0; g < g1; ++g) {
-            const int k0 = g * group, len = min_int(K, k0 + group) - k0;
+            const int k0 = g * group, len = group_len(a, g);
             int16_t* o = out + static_cast<size_t>(p.unit0[g - g0]) * 2;
             int k = 0;
             for (; k + 16 <= len; k += 16)
@@ -297,7 +295,7 @@ void f16_gemm_avx2(const Args& a, int t_begin, int t_end, int n_begin, int n_end
 
 void i8_gemm_avx2(const Args& a, int t_begin, int t_end, int n_begin, int n_end) {
     // A group longer than a block: the row kernel.
-    if (units_of_pairs(min_int(a.K, a.group)) > kW16BlockUnits) return i8_rows_avx2(rows_slice(a, t_begin, t_end), n_begin, n_end);
+    if (units_of(group_len(a, 0), 2) > kW16BlockUnits) return i8_rows_avx2(rows_slice(a, t_begin, t_end), n_begin, n_end);
     W16Panels panel;
     for (int t0 = t_begin; t0 < t_end; t0 += kW16Rows) {
         const int t1 = min_int(t_end, t0 + kW16Rows);

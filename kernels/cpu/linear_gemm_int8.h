@@ -79,6 +79,9 @@ struct GemmPanel {
 
 inline int units_of(int len, int unit) { return (len + unit - 1) / unit; }
 
+// The length of group g of a row (the last may be short).
+inline int group_len(const Args& a, int g) { return gemm_min(a.K, (g + 1) * a.group) - g * a.group; }
+
 // Rows [t0, t1) of x, xq, xs and y as a call of their own: for a row kernel that takes the
 // rows a GEMM cannot block.
 inline Args rows_slice(const Args& a, int t0, int t1) {
