@@ -154,26 +154,41 @@ int w16_block_end(const Args& a, int g0) {
     return g1;
 }
 
-// Rows [t0, t1) of xq (the last panel's rows past t1 zero), groups [g0, g1), into p.
+// One row of int8 (W's or xq's, from column 0), groups [g0, g1), widened to int16 into out:
+// group g at out + 2 * p.unit0[g - g0], an odd group's last pair ending in 0.
+void w16_widen_row(const Args& a, const W16Panels& p, const int8_t* row, int g0, int g1, int16_t* out) {
+    for (int g = g0; g < g1; ++g) {
+        const int k0 = g * a.group, len = group_len(a, g);
+        int16_t* o = out + static_cast<size_t>(p.unit0[g - g0]) * 2;
+        int k = 0;
+        for (; k + 16 <= len; k += 16)
+            _mm256_storeu_si256(reinterpret_cast<__m256i*>(o + k),
+                                _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + k0 + k))));
+        for (; k < len; ++k) o[k] = row[k0 + k];
+        if (len % 2) o[len] = 0;
+    }
+}
+
+// Rows [t0, t1) of xq (the last panel's rows past t1 zero), groups [g0, g1), into p: each row
+// widened once, then its pairs stored 32 bits at a time at their unit's place in the panel.
 void w16_pack_x(const Args& a, int t0, int t1, int g0, int g1, W16Panels& p) {
-    const int K = a.K, group = a.group;
     p.unit0[0] = 0;
     for (int g = g0; g < g1; ++g) p.unit0[g - g0 + 1] = p.unit0[g - g0] + units_of(group_len(a, g), 2);
+    const int units = p.unit0[g1 - g0];
     p.panels = (t1 - t0 + kW16Panel - 1) / kW16Panel;
+    alignas(32) int16_t row16[2 * kW16BlockUnits];
     for (int i = 0; i < p.panels * kW16Panel; ++i) {
         const int t = t0 + i, row = i % kW16Panel;
-        int16_t* px = p.x + static_cast<size_t>(i / kW16Panel) * kW16PanelInts;
-        for (int g = g0; g < g1; ++g) {
-            const int gl = g - g0, k0 = g * group, len = group_len(a, g);
-            int16_t* dst = px + static_cast<size_t>(p.unit0[gl]) * kW16Panel * 2 + row * 2;
-            const int8_t* src = t < t1 ? a.xq + static_cast<size_t>(t) * K + k0 : nullptr;
-            for (int k = 0; k < len; k += 2) {
-                int16_t* d = dst + static_cast<size_t>(k / 2) * kW16Panel * 2;
-                d[0] = src ? src[k] : 0;
-                d[1] = src && k + 1 < len ? src[k + 1] : 0;
-            }
-            p.xs[i / kW16Panel][gl * kW16Panel + row] = src ? a.xs[static_cast<size_t>(t) * a.gpr + g] : 0.0f;
+        int16_t* px = p.x + static_cast<size_t>(i / kW16Panel) * kW16PanelInts + row * 2;
+        float* xs = p.xs[i / kW16Panel] + row;
+        if (t < t1) {
+            w16_widen_row(a, p, a.xq + static_cast<size_t>(t) * a.K, g0, g1, row16);
+            for (int g = g0; g < g1; ++g) xs[(g - g0) * kW16Panel] = a.xs[static_cast<size_t>(t) * a.gpr + g];
+        } else {
+            __builtin_memset(row16, 0, sizeof(int16_t) * 2 * units);
+            for (int g = g0; g < g1; ++g) xs[(g - g0) * kW16Panel] = 0.0f;
         }
+        for (int u = 0; u < units; ++u) __builtin_memcpy(px + static_cast<size_t>(u) * kW16Panel * 2, row16 + 2 * u, 4);
     }
 }
 
@@ -188,20 +203,9 @@ void w16_widen(const Args& a, const W16Panels& p, int n, int g0, int g1, int32_t
         const int8_t* next = static_cast<const int8_t*>(a.w) + static_cast<size_t>(n + r) * K;
         for (int k = kb0; k < kb1; k += 64) __builtin_prefetch(next + k);
     }
-    for (int r = 0; r < R; ++r) {
-        const int8_t* w = static_cast<const int8_t*>(a.w) + static_cast<size_t>(n + r) * K;
-        int16_t* out = reinterpret_cast<int16_t*>(wb + static_cast<size_t>(r) * units);
-        for (int g = g0; g < g1; ++g) {
-            const int k0 = g * group, len = group_len(a, g);
-            int16_t* o = out + static_cast<size_t>(p.unit0[g - g0]) * 2;
-            int k = 0;
-            for (; k + 16 <= len; k += 16)
-                _mm256_storeu_si256(reinterpret_cast<__m256i*>(o + k),
-                                    _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w + k0 + k))));
-            for (; k < len; ++k) o[k] = w[k0 + k];
-            if (len % 2) o[len] = 0;
-        }
-    }
+    for (int r = 0; r < R; ++r)
+        w16_widen_row(a, p, static_cast<const int8_t*>(a.w) + static_cast<size_t>(n + r) * K, g0, g1,
+                      reinterpret_cast<int16_t*>(wb + static_cast<size_t>(r) * units));
 }
 
 // One group's int32 sums s[r][b] (row r of W against the panel's rows 8b..8b+7) over `count`
@@ -272,13 +276,25 @@ void w16_tile(const Args& a, const W16Panels& p, int n, int t0, int t1, int g0, 
             }
         }
         const int rows = min_int(kW16Panel, t1 - t0 - pi * kW16Panel);
-        for (int i = 0; i < rows; ++i) {
-            float* yr = a.y + static_cast<size_t>(t0 + pi * kW16Panel + i) * a.N + n;
-            if constexpr (R == 4) {  // y's 4 outputs of this row in one vector
-                __m128 v = _mm_setr_ps(acc[0][i], acc[1][i], acc[2][i], acc[3][i]);
-                v = _mm_add_ps(v, first ? (a.bias ? _mm_loadu_ps(a.bias + n) : _mm_setzero_ps()) : _mm_loadu_ps(yr));
-                _mm_storeu_ps(yr, v);
-            } else {
+        float* y0 = a.y + static_cast<size_t>(t0 + pi * kW16Panel) * a.N + n;
+        if constexpr (R == 4) {  // 8 rows at a time: [4 outputs][8 rows] transposed to one vector per row
+            const __m128 b = first && a.bias ? _mm_loadu_ps(a.bias + n) : _mm_setzero_ps();
+            for (int h = 0; h * 8 < rows; ++h) {
+                const __m256 u0 = _mm256_unpacklo_ps(_mm256_load_ps(acc[0] + 8 * h), _mm256_load_ps(acc[1] + 8 * h));
+                const __m256 u1 = _mm256_unpackhi_ps(_mm256_load_ps(acc[0] + 8 * h), _mm256_load_ps(acc[1] + 8 * h));
+                const __m256 u2 = _mm256_unpacklo_ps(_mm256_load_ps(acc[2] + 8 * h), _mm256_load_ps(acc[3] + 8 * h));
+                const __m256 u3 = _mm256_unpackhi_ps(_mm256_load_ps(acc[2] + 8 * h), _mm256_load_ps(acc[3] + 8 * h));
+                const __m256 q[4] = {_mm256_shuffle_ps(u0, u2, 0x44), _mm256_shuffle_ps(u0, u2, 0xee), _mm256_shuffle_ps(u1, u3, 0x44),
+                                     _mm256_shuffle_ps(u1, u3, 0xee)};  // q[j]: rows j (low half) and j + 4 (high)
+                for (int i = 0; i < 8 && 8 * h + i < rows; ++i) {
+                    float* yr = y0 + static_cast<size_t>(8 * h + i) * a.N;
+                    const __m128 v = i < 4 ? _mm256_castps256_ps128(q[i]) : _mm256_extractf128_ps(q[i - 4], 1);
+                    _mm_storeu_ps(yr, _mm_add_ps(v, first ? b : _mm_loadu_ps(yr)));
+                }
+            }
+        } else {
+            for (int i = 0; i < rows; ++i) {
+                float* yr = y0 + static_cast<size_t>(i) * a.N;
                 for (int r = 0; r < R; ++r) yr[r] = acc[r][i] + (first ? (a.bias ? a.bias[n + r] : 0.0f) : yr[r]);
             }
         }

@@ -87,6 +87,16 @@ __m256 load8(const uint16_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinter
 float load1(const float* p) { return *p; }
 float load1(const uint16_t* p) { return _cvtsh_ss(*p); }
 
+// Decode's attention reads the KV cache key by key, C values apart, a head's slice at a time;
+// the slice kKeysAhead keys on is prefetched.
+constexpr int kKeysAhead = 16;
+
+template <typename E>
+void prefetch_row(const E* p, int n) {
+    const char* b = reinterpret_cast<const char*>(p);
+    for (size_t off = 0; off < sizeof(E) * static_cast<size_t>(n); off += 64) __builtin_prefetch(b + off);
+}
+
 // sum_k a[k] * b[k] over n values of a cache row: two accumulators of 8, then the scalar tail.
 template <typename E>
 float dot_row(const float* a, const E* b, int n) {
@@ -107,6 +117,8 @@ void scores_t(const float* q, const E* k, int ldk, int n_keys, int n, float scal
     if (n % 8 == 0) {  // four keys per pass share the loads of q and one horizontal reduction
         for (; j + 4 <= n_keys; j += 4) {
             const E* k0 = k + static_cast<size_t>(j) * ldk;
+            if (j + 4 + kKeysAhead <= n_keys)
+                for (int r = 0; r < 4; ++r) prefetch_row(k0 + static_cast<size_t>(kKeysAhead + r) * ldk, n);
             __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
             for (int d = 0; d < n; d += 8) {
                 const __m256 vq = _mm256_loadu_ps(q + d);
@@ -126,6 +138,17 @@ void scores_t(const float* q, const E* k, int ldk, int n_keys, int n, float scal
 template <typename E>
 void weighted_sum_t(const float* w, const E* v, int ldv, int n_keys, float* o, int n) {
     int d = 0;
+    for (; d + 64 <= n; d += 64) {  // 64 columns (a head of 64) in one pass over the keys
+        __m256 a[8];
+        for (int c = 0; c < 8; ++c) a[c] = _mm256_setzero_ps();
+        const E* vj = v + d;
+        for (int j = 0; j < n_keys; ++j, vj += ldv) {
+            if (j + kKeysAhead < n_keys) prefetch_row(vj + static_cast<size_t>(kKeysAhead) * ldv, 64);
+            const __m256 wj = _mm256_set1_ps(w[j]);
+            for (int c = 0; c < 8; ++c) a[c] = _mm256_fmadd_ps(wj, load8(vj + 8 * c), a[c]);
+        }
+        for (int c = 0; c < 8; ++c) _mm256_storeu_ps(o + d + 8 * c, a[c]);
+    }
     for (; d + 32 <= n; d += 32) {  // 32 columns held in registers across the keys
         __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
         const E* vj = v + d;
