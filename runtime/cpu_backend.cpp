@@ -146,6 +146,9 @@ const float* CpuBackend::forward(const int* ids, int T, int pos0, int row0, int 
         as.n_keys0 = n_keys0;
         as.ldq = 3 * C;
         as.scale = c.attn_scale;
+        const int hs = as.head_size;
+        as.kv_row = hs;  // the cache is head-major: [n_head, S, head_size] per layer
+        as.kv_head = static_cast<size_t>(S) * hs;
         // the new K and V rows into the cache (rounded to binary16 for an f16 cache), then attention
         const size_t layer_off = static_cast<size_t>(l) * S * C;
         if (plan_.kv == KvDType::F16) {
@@ -153,8 +156,11 @@ const float* CpuBackend::forward(const int* ids, int T, int pos0, int row0, int 
             uint16_t* vc = buf<uint16_t>(plan_.v_cache) + layer_off;
             for (int t = 0; t < T; ++t) {
                 const float* row = qkv + static_cast<size_t>(t) * 3 * C;
-                kernels::kv_round_f16(row + C, kc + static_cast<size_t>(row0 + t) * C, C);
-                kernels::kv_round_f16(row + 2 * C, vc + static_cast<size_t>(row0 + t) * C, C);
+                for (int h = 0; h < c.n_head; ++h) {
+                    const size_t at = h * as.kv_head + static_cast<size_t>(row0 + t) * hs;
+                    kernels::kv_round_f16(row + C + h * hs, kc + at, hs);
+                    kernels::kv_round_f16(row + 2 * C + h * hs, vc + at, hs);
+                }
             }
             kernels::attention(qkv, kc, vc, as, att, buf<float>(plan_.scores), kernels::kAttentionQueryBlock * S, pool_);
         } else {
@@ -162,8 +168,11 @@ const float* CpuBackend::forward(const int* ids, int T, int pos0, int row0, int 
             float* vc = buf<float>(plan_.v_cache) + layer_off;
             for (int t = 0; t < T; ++t) {
                 const float* row = qkv + static_cast<size_t>(t) * 3 * C;
-                std::memcpy(kc + static_cast<size_t>(row0 + t) * C, row + C, C * sizeof(float));
-                std::memcpy(vc + static_cast<size_t>(row0 + t) * C, row + 2 * C, C * sizeof(float));
+                for (int h = 0; h < c.n_head; ++h) {
+                    const size_t at = h * as.kv_head + static_cast<size_t>(row0 + t) * hs;
+                    std::memcpy(kc + at, row + C + h * hs, hs * sizeof(float));
+                    std::memcpy(vc + at, row + 2 * C + h * hs, hs * sizeof(float));
+                }
             }
             kernels::attention(qkv, kc, vc, as, att, buf<float>(plan_.scores), kernels::kAttentionQueryBlock * S, pool_);
         }

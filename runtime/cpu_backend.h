@@ -26,7 +26,7 @@ namespace ember {
 struct MemoryPlan {
     size_t x = 0, xn = 0, qkv = 0, att = 0, tmp = 0, hidden = 0;  // activations, rows of S
     size_t logits = 0;         // [logit_rows, V]
-    size_t k_cache = 0, v_cache = 0;  // [L, S, C] each, of kv (f16: binary16 bits)
+    size_t k_cache = 0, v_cache = 0;  // [L, n_head, S, head_size] each, of kv (f16: binary16 bits)
     size_t scores = 0;         // [threads, S]
     size_t xq = 0, xs = 0;     // int8 activations [S, max(C, F)] and their scales
     size_t history = 0;        // [S] token ids: token k at k mod S

@@ -25,7 +25,7 @@ void attention_ref(const float* q, const float* k, const float* v, const Attenti
             }
             double mx = -INFINITY;
             for (int j = 0; j < n_keys; ++j) {
-                const float* kh = k + static_cast<size_t>(j) * C + h * s.head_size;
+                const float* kh = k + static_cast<size_t>(j) * s.row_stride() + h * s.head_stride();
                 double dot = 0.0;
                 for (int d = 0; d < s.head_size; ++d) dot += static_cast<double>(qh[d]) * kh[d];
                 w[j] = dot * s.scale;
@@ -35,7 +35,7 @@ void attention_ref(const float* q, const float* k, const float* v, const Attenti
             for (int j = 0; j < n_keys; ++j) sum += (w[j] = std::exp(w[j] - mx));
             for (int d = 0; d < s.head_size; ++d) {
                 double acc = 0.0;
-                for (int j = 0; j < n_keys; ++j) acc += w[j] * v[static_cast<size_t>(j) * C + h * s.head_size + d];
+                for (int j = 0; j < n_keys; ++j) acc += w[j] * v[static_cast<size_t>(j) * s.row_stride() + h * s.head_stride() + d];
                 o[d] = static_cast<float>(acc / sum);
             }
         }
@@ -121,7 +121,8 @@ void run_attention(const OpKernels& kern, const float* q, const E* k, const E* v
                    float* out, float* scores, int scores_ld, ThreadPool& pool) {
     const auto loops = loops_for(kern, k);
     const int C = s.n_head * s.head_size;
-    const int hs = s.head_size;
+    const int hs = s.head_size, kv_row = s.row_stride();
+    const size_t kv_head = s.head_stride();
     // One (query, head) item: scores, softmax, weighted sum of v.
     auto item_fn = [&](int item, int thread) {
         const int t = item / s.n_head;
@@ -134,9 +135,9 @@ void run_attention(const OpKernels& kern, const float* q, const E* k, const E* v
             return;
         }
         float* w = scores + static_cast<size_t>(thread) * scores_ld;
-        loops.scores(qh, k + h * hs, C, n_keys, hs, s.scale, w);
+        loops.scores(qh, k + h * kv_head, kv_row, n_keys, hs, s.scale, w);
         kern.softmax(w, n_keys);
-        loops.weighted_sum(w, v + h * hs, C, n_keys, o, hs);
+        loops.weighted_sum(w, v + h * kv_head, kv_row, n_keys, o, hs);
     };
     // Prefill with the four-query loops, when the scratch holds four rows of scores: items are
     // (block of 4 queries, head); the block's keys are those of its last query, each query's
@@ -156,13 +157,13 @@ void run_attention(const OpKernels& kern, const float* q, const E* k, const E* v
             }
             const int n = s.n_keys0 + t0 + kAttentionQueryBlock - 1;
             float* w = scores + static_cast<size_t>(thread) * scores_ld;
-            loops.scores4(q + static_cast<size_t>(t0) * s.ldq + h * hs, s.ldq, k + h * hs, C, n, hs, s.scale, w, n);
+            loops.scores4(q + static_cast<size_t>(t0) * s.ldq + h * hs, s.ldq, k + h * kv_head, kv_row, n, hs, s.scale, w, n);
             for (int i = 0; i < kAttentionQueryBlock; ++i) {
                 const int n_i = s.n_keys0 + t0 + i;
                 kern.softmax(w + static_cast<size_t>(i) * n, n_i);
                 std::fill(w + static_cast<size_t>(i) * n + n_i, w + static_cast<size_t>(i + 1) * n, 0.0f);
             }
-            loops.weighted_sum4(w, n, v + h * hs, C, n, out + static_cast<size_t>(t0) * C + h * hs, C, hs);
+            loops.weighted_sum4(w, n, v + h * kv_head, kv_row, n, out + static_cast<size_t>(t0) * C + h * hs, C, hs);
         });
         return;
     }

@@ -31,6 +31,14 @@ struct AttentionShape {
     int n_keys0 = 0;     // keys visible to query 0 (n_keys0 + T - 1 <= S)
     int ldq = 0;         // row stride of q in floats (3C when q lives in a fused qkv buffer)
     float scale = 0.0f;  // 1/sqrt(head_size)
+    // Where K and V value (key j, head h, d) lives: k[j * kv_row + h * kv_head + d], the same for
+    // v. 0 takes the [S, C] layout (kv_row = C, kv_head = head_size); the CPU backend's cache is
+    // head-major, [n_head, S, head_size] (kv_row = head_size, kv_head = S * head_size), so that a
+    // head's keys are one contiguous run.
+    int kv_row = 0;
+    size_t kv_head = 0;
+    int row_stride() const { return kv_row ? kv_row : n_head * head_size; }
+    size_t head_stride() const { return kv_head ? kv_head : static_cast<size_t>(head_size); }
 };
 
 // Plain reference, double accumulation. scores: [n_keys0 + T - 1] scratch.
@@ -47,7 +55,7 @@ constexpr int kAttentionQueryBlock = 4;
 // plain); plain's softmax uses std::exp, the vector ones a Cephes-style e^x within a few ulp.
 void attention(const float* q, const float* k, const float* v, const AttentionShape& s, float* out,
                float* scores, int scores_ld, ThreadPool& pool);
-// The same over an f16 cache: k, v [S, C] binary16.
+// The same over an f16 cache (binary16 bits, laid out as s says).
 void attention(const float* q, const uint16_t* k, const uint16_t* v, const AttentionShape& s, float* out,
                float* scores, int scores_ld, ThreadPool& pool);
 // y[0:n] = binary16(x[0:n]), round to nearest even (half.h's float_to_half, bit for bit on

@@ -217,7 +217,24 @@ template <int R>
 void w16_units(const int16_t* xp, const int32_t* wu, int units, int count, __m256i (*s)[2]);
 
 template <>
-__attribute__((noinline)) void w16_units<4>(const int16_t* xp, const int32_t* wu, int units, int count, __m256i (*s)[2]) {
+__attribute__((noinline)) void w16_units<1>(const int16_t* xp, const int32_t* wu, int, int count, __m256i (*s)[2]) {
+    __m256i s0 = _mm256_setzero_si256(), s1 = s0;
+    for (int u = 0; u < count; ++u, xp += kW16Panel * 2, ++wu) {
+        const __m256i w = _mm256_set1_epi32(wu[0]);
+        s0 = _mm256_add_epi32(s0, _mm256_madd_epi16(_mm256_load_si256(reinterpret_cast<const __m256i*>(xp)), w));
+        s1 = _mm256_add_epi32(s1, _mm256_madd_epi16(_mm256_load_si256(reinterpret_cast<const __m256i*>(xp + 16)), w));
+    }
+    s[0][0] = s0, s[0][1] = s1;
+}
+
+// One group of 4 rows of W against one panel, as w16_units<4>, with the group's sums then scaled
+// into acc [4][16] (f32, row r of W by the panel's 16 rows):
+//   acc[r][i] += sum[r][i] * xs[i] * ws[r * gpr].
+// The caller keeps nothing in vector registers across the call (with the scaling in the caller,
+// GCC spilled and reloaded the tile's accumulators around every call, and stored and reloaded
+// the sums); with the loop over groups in here too, it spilled a sum inside the loop.
+__attribute__((noinline)) void w16_group4(const int16_t* xp, const int32_t* wu, int units, int count, const float* xs,
+                                          const float* ws, int gpr, float (*acc)[kW16Panel]) {
     __m256i s00 = _mm256_setzero_si256(), s01 = s00, s10 = s00, s11 = s00, s20 = s00, s21 = s00, s30 = s00, s31 = s00;
     for (int u = 0; u < count; ++u, xp += kW16Panel * 2, ++wu) {
         __m256i x0 = _mm256_load_si256(reinterpret_cast<const __m256i*>(xp));
@@ -238,18 +255,13 @@ __attribute__((noinline)) void w16_units<4>(const int16_t* xp, const int32_t* wu
         s30 = _mm256_add_epi32(s30, _mm256_madd_epi16(x0, w));
         s31 = _mm256_add_epi32(s31, _mm256_madd_epi16(x1, w));
     }
-    s[0][0] = s00, s[0][1] = s01, s[1][0] = s10, s[1][1] = s11, s[2][0] = s20, s[2][1] = s21, s[3][0] = s30, s[3][1] = s31;
-}
-
-template <>
-__attribute__((noinline)) void w16_units<1>(const int16_t* xp, const int32_t* wu, int, int count, __m256i (*s)[2]) {
-    __m256i s0 = _mm256_setzero_si256(), s1 = s0;
-    for (int u = 0; u < count; ++u, xp += kW16Panel * 2, ++wu) {
-        const __m256i w = _mm256_set1_epi32(wu[0]);
-        s0 = _mm256_add_epi32(s0, _mm256_madd_epi16(_mm256_load_si256(reinterpret_cast<const __m256i*>(xp)), w));
-        s1 = _mm256_add_epi32(s1, _mm256_madd_epi16(_mm256_load_si256(reinterpret_cast<const __m256i*>(xp + 16)), w));
+    const __m256 xs0 = _mm256_load_ps(xs), xs1 = _mm256_load_ps(xs + 8);
+    const __m256i sums[4][2] = {{s00, s01}, {s10, s11}, {s20, s21}, {s30, s31}};
+    for (int r = 0; r < 4; ++r) {
+        const __m256 wsc = _mm256_set1_ps(ws[static_cast<size_t>(r) * gpr]);
+        _mm256_store_ps(acc[r], _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums[r][0]), _mm256_mul_ps(xs0, wsc), _mm256_load_ps(acc[r])));
+        _mm256_store_ps(acc[r] + 8, _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums[r][1]), _mm256_mul_ps(xs1, wsc), _mm256_load_ps(acc[r] + 8)));
     }
-    s[0][0] = s0, s[0][1] = s1;
 }
 
 // R rows of W from n against the panels (rows t0..t1, groups g0..g1); the block of g0 == 0
@@ -263,7 +275,11 @@ void w16_tile(const Args& a, const W16Panels& p, int n, int t0, int t1, int g0, 
     for (int pi = 0; pi < p.panels; ++pi) {
         alignas(32) float acc[R][kW16Panel] = {};
         const int16_t* px = p.x + static_cast<size_t>(pi) * kW16PanelInts;
-        for (int g = g0; g < g1; ++g) {
+        if constexpr (R == 4) {
+            for (int gl = 0; gl < g1 - g0; ++gl)
+                w16_group4(px + static_cast<size_t>(p.unit0[gl]) * kW16Panel * 2, wb + p.unit0[gl], units, p.unit0[gl + 1] - p.unit0[gl],
+                           p.xs[pi] + gl * kW16Panel, a.wscales + static_cast<size_t>(n) * gpr + g0 + gl, gpr, acc);
+        } else for (int g = g0; g < g1; ++g) {
             const int gl = g - g0;
             __m256i s[R][2];
             w16_units<R>(px + static_cast<size_t>(p.unit0[gl]) * kW16Panel * 2, wb + p.unit0[gl], units, p.unit0[gl + 1] - p.unit0[gl], s);
