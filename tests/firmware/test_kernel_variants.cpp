@@ -5,7 +5,7 @@
 //
 // Tolerances, as max |y - ref| / max(1, max |ref|):
 //   attention < 1e-5 (f32 sums of at most 100 products and a softmax in f32, ref in double), over
-//     an f32 cache and over an f16 cache (against the reference on the same binary16 values
+//     an f32 cache ([S, C] and the backend's head-major [n_head, S, hs]) and over an f16 cache (against the reference on the same binary16 values
 //     widened exactly to f32, so the bound is the same);
 //   f16 rounding of a new cache row: bit for bit half.h's float_to_half (round to nearest even);
 //   softmax < 1e-6 (the vector e^x within a few ulp; probabilities at most 1);
@@ -76,6 +76,25 @@ TEST_CASE("kernel variants: attention at every level this CPU runs matches atten
             CHECK(max_rel(out, ref) < 1e-5);
             if (c.n_keys0 == 0) {
                 for (int d = 0; d < C; ++d) CHECK(out[d] == 0.0f);  // query 0 sees no key
+            }
+            // the CPU backend's head-major cache, [n_head, cap, hs] with cap > S (a block_size
+            // past the keys): the same values moved there, against the reference on [S, C]
+            {
+                const int cap = S + 3;
+                std::vector<float> kh(static_cast<size_t>(c.n_head) * cap * c.hs, 9.0f), vh(kh.size(), 9.0f);
+                for (int j = 0; j < S; ++j)
+                    for (int h = 0; h < c.n_head; ++h)
+                        for (int d = 0; d < c.hs; ++d) {
+                            const size_t at = (static_cast<size_t>(h) * cap + j) * c.hs + d, from = static_cast<size_t>(j) * C + h * c.hs + d;
+                            kh[at] = k[from];
+                            vh[at] = v[from];
+                        }
+                AttentionShape sh = s;
+                sh.kv_row = c.hs;
+                sh.kv_head = static_cast<size_t>(cap) * c.hs;
+                std::fill(out.begin(), out.end(), 7.0f);
+                attention_at(level, q.data(), kh.data(), vh.data(), sh, out.data(), scores.data(), rows * S, pool);
+                CHECK(max_rel(out, ref) < 1e-5);
             }
             // f16 cache: the rows rounded by this level, read back by this level; the reference
             // sees the same binary16 values widened to f32
