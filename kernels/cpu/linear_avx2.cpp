@@ -208,16 +208,9 @@ void w16_widen(const Args& a, const W16Panels& p, int n, int g0, int g1, int32_t
                       reinterpret_cast<int16_t*>(wb + static_cast<size_t>(r) * units));
 }
 
-// One group's int32 sums s[r][b] (row r of W against the panel's rows 8b..8b+7) over `count`
-// units of the panel from xp and of the widened rows from wu (row stride `units`). Not inlined,
-// and its sums named locals rather than an array: GCC then keeps every sum and both x vectors
-// in registers (inlined into the tile, it copied each sum once per unit; with more live around
-// the loop it spilled one).
-template <int R>
-void w16_units(const int16_t* xp, const int32_t* wu, int units, int count, __m256i (*s)[2]);
-
-template <>
-__attribute__((noinline)) void w16_units<1>(const int16_t* xp, const int32_t* wu, int, int count, __m256i (*s)[2]) {
+// One group's int32 sums of one row of W (a tile of N's last rows) against the panel: s[0][b]
+// for the panel's rows 8b..8b+7, over `count` units from xp and from the widened row wu.
+__attribute__((noinline)) void w16_units1(const int16_t* xp, const int32_t* wu, int count, __m256i (*s)[2]) {
     __m256i s0 = _mm256_setzero_si256(), s1 = s0;
     for (int u = 0; u < count; ++u, xp += kW16Panel * 2, ++wu) {
         const __m256i w = _mm256_set1_epi32(wu[0]);
@@ -227,12 +220,15 @@ __attribute__((noinline)) void w16_units<1>(const int16_t* xp, const int32_t* wu
     s[0][0] = s0, s[0][1] = s1;
 }
 
-// One group of 4 rows of W against one panel, as w16_units<4>, with the group's sums then scaled
-// into acc [4][16] (f32, row r of W by the panel's 16 rows):
+// One group of 4 rows of W against one panel: over `count` units from xp and from the widened
+// rows at wu (row stride `units`), the int32 sums of row r of W against the panel's rows
+// 8b..8b+7, then those sums scaled into acc [4][16] (f32, row r of W by the panel's 16 rows):
 //   acc[r][i] += sum[r][i] * xs[i] * ws[r * gpr].
-// The caller keeps nothing in vector registers across the call (with the scaling in the caller,
-// GCC spilled and reloaded the tile's accumulators around every call, and stored and reloaded
-// the sums); with the loop over groups in here too, it spilled a sum inside the loop.
+// Not inlined, its sums named locals rather than an array: GCC 12 then keeps every sum and both
+// x vectors in registers. Inlined into the tile it copied each sum once per unit; with the
+// scaling left to the caller, it spilled and reloaded the caller's accumulators around every
+// call and stored and reloaded the sums; with the loop over groups in here too, it spilled a
+// sum inside the loop. The caller keeps nothing in vector registers across the call.
 __attribute__((noinline)) void w16_group4(const int16_t* xp, const int32_t* wu, int units, int count, const float* xs,
                                           const float* ws, int gpr, float (*acc)[kW16Panel]) {
     __m256i s00 = _mm256_setzero_si256(), s01 = s00, s10 = s00, s11 = s00, s20 = s00, s21 = s00, s30 = s00, s31 = s00;
@@ -279,16 +275,18 @@ void w16_tile(const Args& a, const W16Panels& p, int n, int t0, int t1, int g0, 
             for (int gl = 0; gl < g1 - g0; ++gl)
                 w16_group4(px + static_cast<size_t>(p.unit0[gl]) * kW16Panel * 2, wb + p.unit0[gl], units, p.unit0[gl + 1] - p.unit0[gl],
                            p.xs[pi] + gl * kW16Panel, a.wscales + static_cast<size_t>(n) * gpr + g0 + gl, gpr, acc);
-        } else for (int g = g0; g < g1; ++g) {
-            const int gl = g - g0;
-            __m256i s[R][2];
-            w16_units<R>(px + static_cast<size_t>(p.unit0[gl]) * kW16Panel * 2, wb + p.unit0[gl], units, p.unit0[gl + 1] - p.unit0[gl], s);
-            const __m256 xs0 = _mm256_load_ps(p.xs[pi] + gl * kW16Panel), xs1 = _mm256_load_ps(p.xs[pi] + gl * kW16Panel + 8);
-            for (int r = 0; r < R; ++r) {
-                const __m256 wsc = _mm256_set1_ps(a.wscales[static_cast<size_t>(n + r) * gpr + g]);
-                _mm256_store_ps(acc[r], _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[r][0]), _mm256_mul_ps(xs0, wsc), _mm256_load_ps(acc[r])));
-                _mm256_store_ps(acc[r] + 8,
-                                _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[r][1]), _mm256_mul_ps(xs1, wsc), _mm256_load_ps(acc[r] + 8)));
+        } else {
+            for (int g = g0; g < g1; ++g) {
+                const int gl = g - g0;
+                __m256i s[R][2];
+                w16_units1(px + static_cast<size_t>(p.unit0[gl]) * kW16Panel * 2, wb + p.unit0[gl], p.unit0[gl + 1] - p.unit0[gl], s);
+                const __m256 xs0 = _mm256_load_ps(p.xs[pi] + gl * kW16Panel), xs1 = _mm256_load_ps(p.xs[pi] + gl * kW16Panel + 8);
+                for (int r = 0; r < R; ++r) {
+                    const __m256 wsc = _mm256_set1_ps(a.wscales[static_cast<size_t>(n + r) * gpr + g]);
+                    _mm256_store_ps(acc[r], _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[r][0]), _mm256_mul_ps(xs0, wsc), _mm256_load_ps(acc[r])));
+                    _mm256_store_ps(acc[r] + 8,
+                                    _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[r][1]), _mm256_mul_ps(xs1, wsc), _mm256_load_ps(acc[r] + 8)));
+                }
             }
         }
         const int rows = min_int(kW16Panel, t1 - t0 - pi * kW16Panel);
