@@ -4,7 +4,8 @@
 //
 // Dimension letters: T new queries, S cache rows (block_size), C = n_head * hs.
 //   q   [T, C]: head h in columns [h*hs, (h+1)*hs); row stride ldq floats
-//   k,v [S, C]: cache rows; row stride C
+//   k,v S cache rows of C values: key j, head h, value d at j * kv_row + h * kv_head + d
+//       (AttentionShape; [S, C], row stride C, unless set)
 //   out [T, C]
 // Query t attends to cache rows [0, n_keys0 + t): the cache holds the past in rows
 // [0, n_keys0 - 1) and the new tokens from row n_keys0 - 1 on. Order within the rows does not

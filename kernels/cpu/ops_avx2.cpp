@@ -87,8 +87,9 @@ __m256 load8(const uint16_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinter
 float load1(const float* p) { return *p; }
 float load1(const uint16_t* p) { return _cvtsh_ss(*p); }
 
-// Decode's attention reads the KV cache key by key, C values apart, a head's slice at a time;
-// the slice kKeysAhead keys on is prefetched.
+// Decode's attention reads the KV cache key by key, a head's slice (head_size values) of each
+// (AttentionShape's layout: contiguous keys in the backend's head-major cache). The four-key q.k
+// loop and the 64-column weighted sum prefetch the slice kKeysAhead keys on.
 constexpr int kKeysAhead = 16;
 
 template <typename E>

@@ -5,8 +5,9 @@
 //
 // Tolerances, as max |y - ref| / max(1, max |ref|):
 //   attention < 1e-5 (f32 sums of at most 100 products and a softmax in f32, ref in double), over
-//     an f32 cache ([S, C] and the backend's head-major [n_head, S, hs]) and over an f16 cache (against the reference on the same binary16 values
-//     widened exactly to f32, so the bound is the same);
+//     an f32 and an f16 cache, each as [S, C] and as the backend's head-major [n_head, S, hs]
+//     (f16: against the reference on the same binary16 values widened exactly to f32, so the
+//     bound is the same);
 //   f16 rounding of a new cache row: bit for bit half.h's float_to_half (round to nearest even);
 //   softmax < 1e-6 (the vector e^x within a few ulp; probabilities at most 1);
 //   layernorm < 1e-5 (f32 two-pass mean and variance over up to 769 values, ref in double);
@@ -110,6 +111,24 @@ TEST_CASE("kernel variants: attention at every level this CPU runs matches atten
             CHECK(max_rel(out, ref) < 1e-5);
             if (c.n_keys0 == 0) {
                 for (int d = 0; d < C; ++d) CHECK(out[d] == 0.0f);
+            }
+            // and head-major, as the backend stores it: [n_head, cap, hs] binary16
+            {
+                const int cap = S + 3;
+                std::vector<uint16_t> kh(static_cast<size_t>(c.n_head) * cap * c.hs, 0x7e00), vh(kh.size(), 0x7e00);  // NaN past the keys
+                for (int j = 0; j < S; ++j)
+                    for (int h = 0; h < c.n_head; ++h)
+                        for (int d = 0; d < c.hs; ++d) {
+                            const size_t at = (static_cast<size_t>(h) * cap + j) * c.hs + d, from = static_cast<size_t>(j) * C + h * c.hs + d;
+                            kh[at] = k16[from];
+                            vh[at] = v16[from];
+                        }
+                AttentionShape sh = s;
+                sh.kv_row = c.hs;
+                sh.kv_head = static_cast<size_t>(cap) * c.hs;
+                std::fill(out.begin(), out.end(), 7.0f);
+                attention_at(level, q.data(), kh.data(), vh.data(), sh, out.data(), scores.data(), rows * S, pool);
+                CHECK(max_rel(out, ref) < 1e-5);
             }
         }
     }
