@@ -36,6 +36,31 @@ using ember::test::levels_to_test;
 using ember::test::randn;
 using ember::test::max_rel;
 
+// The values of an [S, C] cache k, v moved to the CPU backend's head-major layout,
+// [n_head, cap, hs] with cap = S + 3 (a block_size past the keys; those slots hold `fill`), and
+// attention there checked against ref (attention_ref on the [S, C] values).
+template <typename E>
+void check_head_major(CpuLevel level, const std::vector<float>& q, const std::vector<E>& k, const std::vector<E>& v,
+                      const AttentionShape& s, E fill, const std::vector<float>& ref, std::vector<float>& scores, int scores_ld,
+                      ThreadPool& pool) {
+    const int C = s.n_head * s.head_size, S = static_cast<int>(k.size() / C), cap = S + 3;
+    std::vector<E> kh(static_cast<size_t>(s.n_head) * cap * s.head_size, fill), vh(kh.size(), fill);
+    for (int j = 0; j < S; ++j)
+        for (int h = 0; h < s.n_head; ++h)
+            for (int d = 0; d < s.head_size; ++d) {
+                const size_t at = (static_cast<size_t>(h) * cap + j) * s.head_size + d;
+                const size_t from = static_cast<size_t>(j) * C + h * s.head_size + d;
+                kh[at] = k[from];
+                vh[at] = v[from];
+            }
+    AttentionShape sh = s;
+    sh.kv_row = s.head_size;
+    sh.kv_head = static_cast<size_t>(cap) * s.head_size;
+    std::vector<float> out(ref.size(), 7.0f);
+    attention_at(level, q.data(), kh.data(), vh.data(), sh, out.data(), scores.data(), scores_ld, pool);
+    CHECK(max_rel(out, ref) < 1e-5);
+}
+
 TEST_CASE("kernel variants: attention at every level this CPU runs matches attention_ref") {
     ThreadPool pool(2);
     struct Case {
@@ -78,25 +103,8 @@ TEST_CASE("kernel variants: attention at every level this CPU runs matches atten
             if (c.n_keys0 == 0) {
                 for (int d = 0; d < C; ++d) CHECK(out[d] == 0.0f);  // query 0 sees no key
             }
-            // the CPU backend's head-major cache, [n_head, cap, hs] with cap > S (a block_size
-            // past the keys): the same values moved there, against the reference on [S, C]
-            {
-                const int cap = S + 3;
-                std::vector<float> kh(static_cast<size_t>(c.n_head) * cap * c.hs, 9.0f), vh(kh.size(), 9.0f);
-                for (int j = 0; j < S; ++j)
-                    for (int h = 0; h < c.n_head; ++h)
-                        for (int d = 0; d < c.hs; ++d) {
-                            const size_t at = (static_cast<size_t>(h) * cap + j) * c.hs + d, from = static_cast<size_t>(j) * C + h * c.hs + d;
-                            kh[at] = k[from];
-                            vh[at] = v[from];
-                        }
-                AttentionShape sh = s;
-                sh.kv_row = c.hs;
-                sh.kv_head = static_cast<size_t>(cap) * c.hs;
-                std::fill(out.begin(), out.end(), 7.0f);
-                attention_at(level, q.data(), kh.data(), vh.data(), sh, out.data(), scores.data(), rows * S, pool);
-                CHECK(max_rel(out, ref) < 1e-5);
-            }
+            // the CPU backend's head-major cache: the same values, against the same reference
+            check_head_major(level, q, k, v, s, 9.0f, ref, scores, rows * S, pool);
             // f16 cache: the rows rounded by this level, read back by this level; the reference
             // sees the same binary16 values widened to f32
             std::vector<uint16_t> k16(k.size()), v16(v.size());
@@ -112,24 +120,7 @@ TEST_CASE("kernel variants: attention at every level this CPU runs matches atten
             if (c.n_keys0 == 0) {
                 for (int d = 0; d < C; ++d) CHECK(out[d] == 0.0f);
             }
-            // and head-major, as the backend stores it: [n_head, cap, hs] binary16
-            {
-                const int cap = S + 3;
-                std::vector<uint16_t> kh(static_cast<size_t>(c.n_head) * cap * c.hs, 0x7e00), vh(kh.size(), 0x7e00);  // NaN past the keys
-                for (int j = 0; j < S; ++j)
-                    for (int h = 0; h < c.n_head; ++h)
-                        for (int d = 0; d < c.hs; ++d) {
-                            const size_t at = (static_cast<size_t>(h) * cap + j) * c.hs + d, from = static_cast<size_t>(j) * C + h * c.hs + d;
-                            kh[at] = k16[from];
-                            vh[at] = v16[from];
-                        }
-                AttentionShape sh = s;
-                sh.kv_row = c.hs;
-                sh.kv_head = static_cast<size_t>(cap) * c.hs;
-                std::fill(out.begin(), out.end(), 7.0f);
-                attention_at(level, q.data(), kh.data(), vh.data(), sh, out.data(), scores.data(), rows * S, pool);
-                CHECK(max_rel(out, ref) < 1e-5);
-            }
+            check_head_major(level, q, k16, v16, s, uint16_t{0x7e00}, ref, scores, rows * S, pool);  // NaN past the keys
         }
     }
 }
