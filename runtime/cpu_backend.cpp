@@ -151,30 +151,24 @@ const float* CpuBackend::forward(const int* ids, int T, int pos0, int row0, int 
         as.kv_head = static_cast<size_t>(S) * hs;
         // the new K and V rows into the cache (rounded to binary16 for an f16 cache), then attention
         const size_t layer_off = static_cast<size_t>(l) * S * C;
+        // store(src, dst, n) writes n floats of one head's K or V row into the cache, of either element type
+        auto store_then_attend = [&](auto* kc, auto* vc, auto store) {
+            for (int t = 0; t < T; ++t) {
+                const float* row = qkv + static_cast<size_t>(t) * 3 * C;
+                for (int h = 0; h < c.n_head; ++h) {
+                    const size_t at = h * as.kv_head + static_cast<size_t>(row0 + t) * hs;
+                    store(row + C + h * hs, kc + at, hs);
+                    store(row + 2 * C + h * hs, vc + at, hs);
+                }
+            }
+            kernels::attention(qkv, kc, vc, as, att, buf<float>(plan_.scores), kernels::kAttentionQueryBlock * S, pool_);
+        };
         if (plan_.kv == KvDType::F16) {
-            uint16_t* kc = buf<uint16_t>(plan_.k_cache) + layer_off;
-            uint16_t* vc = buf<uint16_t>(plan_.v_cache) + layer_off;
-            for (int t = 0; t < T; ++t) {
-                const float* row = qkv + static_cast<size_t>(t) * 3 * C;
-                for (int h = 0; h < c.n_head; ++h) {
-                    const size_t at = h * as.kv_head + static_cast<size_t>(row0 + t) * hs;
-                    kernels::kv_round_f16(row + C + h * hs, kc + at, hs);
-                    kernels::kv_round_f16(row + 2 * C + h * hs, vc + at, hs);
-                }
-            }
-            kernels::attention(qkv, kc, vc, as, att, buf<float>(plan_.scores), kernels::kAttentionQueryBlock * S, pool_);
+            store_then_attend(buf<uint16_t>(plan_.k_cache) + layer_off, buf<uint16_t>(plan_.v_cache) + layer_off,
+                              [](const float* src, uint16_t* dst, int n) { kernels::kv_round_f16(src, dst, n); });
         } else {
-            float* kc = buf<float>(plan_.k_cache) + layer_off;
-            float* vc = buf<float>(plan_.v_cache) + layer_off;
-            for (int t = 0; t < T; ++t) {
-                const float* row = qkv + static_cast<size_t>(t) * 3 * C;
-                for (int h = 0; h < c.n_head; ++h) {
-                    const size_t at = h * as.kv_head + static_cast<size_t>(row0 + t) * hs;
-                    std::memcpy(kc + at, row + C + h * hs, hs * sizeof(float));
-                    std::memcpy(vc + at, row + 2 * C + h * hs, hs * sizeof(float));
-                }
-            }
-            kernels::attention(qkv, kc, vc, as, att, buf<float>(plan_.scores), kernels::kAttentionQueryBlock * S, pool_);
+            store_then_attend(buf<float>(plan_.k_cache) + layer_off, buf<float>(plan_.v_cache) + layer_off,
+                              [](const float* src, float* dst, int n) { std::memcpy(dst, src, n * sizeof(float)); });
         }
         kernels::linear(att, T, L.proj, L.proj_b, tmp, scratch, pool_);
         add_lora(l, LoraTarget::Proj, att, T, tmp);

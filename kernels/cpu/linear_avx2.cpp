@@ -208,16 +208,21 @@ void w16_widen(const Args& a, const W16Panels& p, int n, int g0, int g1, int32_t
                       reinterpret_cast<int16_t*>(wb + static_cast<size_t>(r) * units));
 }
 
-// One group's int32 sums of one row of W (a tile of N's last rows) against the panel: s[0][b]
-// for the panel's rows 8b..8b+7, over `count` units from xp and from the widened row wu.
-__attribute__((noinline)) void w16_units1(const int16_t* xp, const int32_t* wu, int count, __m256i (*s)[2]) {
+// One group of one row of W (a tile of N's last rows) against one panel: over `count` units
+// from xp and from the widened row wu, the int32 sums against the panel's rows, then scaled
+// into acc [1][16] as w16_group4 does. `units` is unused, to share w16_group4's signature.
+__attribute__((noinline)) void w16_group1(const int16_t* xp, const int32_t* wu, int /*units*/, int count, const float* xs,
+                                          const float* ws, int /*gpr*/, float (*acc)[kW16Panel]) {
     __m256i s0 = _mm256_setzero_si256(), s1 = s0;
     for (int u = 0; u < count; ++u, xp += kW16Panel * 2, ++wu) {
         const __m256i w = _mm256_set1_epi32(wu[0]);
         s0 = _mm256_add_epi32(s0, _mm256_madd_epi16(_mm256_load_si256(reinterpret_cast<const __m256i*>(xp)), w));
         s1 = _mm256_add_epi32(s1, _mm256_madd_epi16(_mm256_load_si256(reinterpret_cast<const __m256i*>(xp + 16)), w));
     }
-    s[0][0] = s0, s[0][1] = s1;
+    const __m256 wsc = _mm256_set1_ps(ws[0]);
+    _mm256_store_ps(acc[0], _mm256_fmadd_ps(_mm256_cvtepi32_ps(s0), _mm256_mul_ps(_mm256_load_ps(xs), wsc), _mm256_load_ps(acc[0])));
+    _mm256_store_ps(acc[0] + 8,
+                    _mm256_fmadd_ps(_mm256_cvtepi32_ps(s1), _mm256_mul_ps(_mm256_load_ps(xs + 8), wsc), _mm256_load_ps(acc[0] + 8)));
 }
 
 // One group of 4 rows of W against one panel: over `count` units from xp and from the widened
@@ -271,24 +276,10 @@ void w16_tile(const Args& a, const W16Panels& p, int n, int t0, int t1, int g0, 
     for (int pi = 0; pi < p.panels; ++pi) {
         alignas(32) float acc[R][kW16Panel] = {};
         const int16_t* px = p.x + static_cast<size_t>(pi) * kW16PanelInts;
-        if constexpr (R == 4) {
-            for (int gl = 0; gl < g1 - g0; ++gl)
-                w16_group4(px + static_cast<size_t>(p.unit0[gl]) * kW16Panel * 2, wb + p.unit0[gl], units, p.unit0[gl + 1] - p.unit0[gl],
-                           p.xs[pi] + gl * kW16Panel, a.wscales + static_cast<size_t>(n) * gpr + g0 + gl, gpr, acc);
-        } else {
-            for (int g = g0; g < g1; ++g) {
-                const int gl = g - g0;
-                __m256i s[R][2];
-                w16_units1(px + static_cast<size_t>(p.unit0[gl]) * kW16Panel * 2, wb + p.unit0[gl], p.unit0[gl + 1] - p.unit0[gl], s);
-                const __m256 xs0 = _mm256_load_ps(p.xs[pi] + gl * kW16Panel), xs1 = _mm256_load_ps(p.xs[pi] + gl * kW16Panel + 8);
-                for (int r = 0; r < R; ++r) {
-                    const __m256 wsc = _mm256_set1_ps(a.wscales[static_cast<size_t>(n + r) * gpr + g]);
-                    _mm256_store_ps(acc[r], _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[r][0]), _mm256_mul_ps(xs0, wsc), _mm256_load_ps(acc[r])));
-                    _mm256_store_ps(acc[r] + 8,
-                                    _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[r][1]), _mm256_mul_ps(xs1, wsc), _mm256_load_ps(acc[r] + 8)));
-                }
-            }
-        }
+        constexpr auto group = R == 4 ? w16_group4 : w16_group1;
+        for (int gl = 0; gl < g1 - g0; ++gl)
+            group(px + static_cast<size_t>(p.unit0[gl]) * kW16Panel * 2, wb + p.unit0[gl], units, p.unit0[gl + 1] - p.unit0[gl],
+                  p.xs[pi] + gl * kW16Panel, a.wscales + static_cast<size_t>(n) * gpr + g0 + gl, gpr, acc);
         const int rows = min_int(kW16Panel, t1 - t0 - pi * kW16Panel);
         float* y0 = a.y + static_cast<size_t>(t0 + pi * kW16Panel) * a.N + n;
         if constexpr (R == 4) {  // 8 rows at a time: [4 outputs][8 rows] transposed to one vector per row
