@@ -165,9 +165,10 @@ struct GemmZmm {
 // xor-flipped W needs no correction afterwards; the 8 sums fold into one vector (lane r = row
 // n + r), scaled with one convert and one FMA; each row's line kDecodeAhead bytes on is
 // prefetched once per group. On a 2-core Xeon with AVX-512 VNNI (alternated runs of the
-// lecture's full configuration, 2 threads; docs/benchmarks.md) this decodes 1.27x to 1.52x
-// as fast as the 4-row kernel, whose prefetch one block (4 * K bytes) ahead is too close for
-// weights that come from L2 and L3; 8 KiB ahead beat 4 KiB and 16 KiB, and 16 KiB 32 KiB.
+// lecture's full configuration; docs/benchmarks.md) this decodes 1.06x to 1.47x as fast on 1
+// thread as the 4-row kernel, whose prefetch one block (4 * K bytes) ahead is too close for
+// weights that come from L2 and L3, and 1.27x to 1.52x on 2 with 16 KiB ahead; 8 KiB ahead beat
+// 4 KiB and 16 KiB, and 16 KiB 32 KiB.
 constexpr size_t kDecodeAhead = 8192;
 
 template <class V>
