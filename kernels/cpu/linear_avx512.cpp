@@ -8,6 +8,7 @@
 #include <immintrin.h>
 
 #include "kernels/cpu/linear_gemm_int8.h"
+#include "kernels/cpu/linear_rows8_x86.h"
 #include "kernels/cpu/linear_variants.h"
 
 namespace ember::kernels::linear_detail {
@@ -189,14 +190,7 @@ void i8_rows8_decode(const Args& a, int n) {
             _mm_prefetch(reinterpret_cast<const char*>(wr) + kDecodeAhead, _MM_HINT_T0);  // never faults
             s[r] = V::fold_i(V::dot(start, V::xor_(V::load(all, wr), flip), x));
         }
-        const __m256i lo = _mm256_hadd_epi32(_mm256_hadd_epi32(s[0], s[1]), _mm256_hadd_epi32(s[2], s[3]));
-        const __m256i hi = _mm256_hadd_epi32(_mm256_hadd_epi32(s[4], s[5]), _mm256_hadd_epi32(s[6], s[7]));
-        const __m256i sums = _mm256_add_epi32(_mm256_permute2x128_si256(lo, hi, 0x20), _mm256_permute2x128_si256(lo, hi, 0x31));
-        const float* wg = ws + g;
-        const __m256 scale = _mm256_mul_ps(_mm256_setr_ps(wg[0], wg[gpr], wg[2 * gpr], wg[3 * gpr], wg[4 * gpr], wg[5 * gpr],
-                                                          wg[6 * gpr], wg[7 * gpr]),
-                                           _mm256_set1_ps(a.xs[g]));
-        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums), scale, acc);
+        acc = rows8_scale_group(s, ws + g, gpr, a.xs[g], acc);
     }
     if (a.bias) acc = _mm256_add_ps(acc, _mm256_loadu_ps(a.bias + n));
     _mm256_storeu_ps(a.y + n, acc);
