@@ -110,9 +110,14 @@ Kernels kernels_for(CpuLevel level) {
         using namespace linear_detail;
         k = {f32_rows_avx2, f16_rows_avx2, i8_rows_avx2, quantize_avx2, "f32: avx2", "f16: avx2", "int8: avx2"};
         k.i8_cached_name = "int8: avx2 (8-row decode: weights in cache)";
-        if (level == CpuLevel::AvxVnni) k.i8 = i8_rows_avxvnni, k.i8_name = "int8: avx-vnni", k.i8_cached_name = nullptr;
-        if (level == CpuLevel::Avx512) k.i8 = i8_rows_avx512, k.i8_name = "int8: avx512-vnni",
-                                          k.i8_cached_name = "int8: avx512-vnni (8-row decode: weights in cache)";
+        if (level == CpuLevel::AvxVnni) {
+            k.i8 = i8_rows_avxvnni, k.i8_name = "int8: avx-vnni";
+            k.i8_cached_name = "int8: avx-vnni (8-row decode: weights in cache)";
+        }
+        if (level == CpuLevel::Avx512) {
+            k.i8 = i8_rows_avx512, k.i8_name = "int8: avx512-vnni";
+            k.i8_cached_name = "int8: avx512-vnni (8-row decode: weights in cache)";
+        }
         // The GEMMs' panels (linear_gemm_int8.h's P * NB per policy; f32 rows per cache block).
         k.f32_gemm = f32_gemm_avx2, k.f16_gemm = f16_gemm_avx2, k.f_gemm_rows = 64;
         k.i8_gemm = level == CpuLevel::Avx512 ? i8_gemm_avx512 : level == CpuLevel::AvxVnni ? i8_gemm_avxvnni : i8_gemm_avx2;

@@ -349,47 +349,26 @@ void f16_rows_avx2(const Args& a, int n_begin, int n_end) {
 }
 
 // Decode (T == 1) of cache_resident weights (weights.h: the model fits the last-level cache)
-// with groups of 64 (the converter's default) or 32 that divide K: 8 rows of W at a time, each
-// group's 8 rows in straight-line code (no loop state to keep in registers). The group's eight
-// int32 sums fold into one vector (lane r = row n + r) with hadd and a 128-bit swap, so its
-// scales cost one convert and one FMA for 8 rows instead of 4 per row. Each row's line
-// kDecodeAhead bytes on is prefetched once per group: 8 streams that jump every 8 * K bytes are
-// more than the hardware prefetchers follow. On a 2-core AMD EPYC (AVX2 only; medians of
+// with groups of 64 (the converter's default) or 32 that divide K: linear_rows8_x86.h's 8-row
+// kernel, each row's line 16 KiB ahead prefetched. On a 2-core AMD EPYC (AVX2 only; medians of
 // interleaved rounds, docs/benchmarks.md) the lecture's full configuration decodes 1.10x to
 // 1.43x as fast on one thread and 1.08x to 1.65x on two as with the 4-row kernel, while GPT-2
 // 124M, read from DRAM, went 0.77x to 0.93x on two threads: hence the hint. Prefetching one
 // block of 8 rows ahead (8 * K bytes) instead gave up most of the gain in cache.
-constexpr size_t kDecodeAhead = 16384;
-
-template <int kChunks>
-void i8_rows8_decode(const Args& a, int n) {
-    const int K = a.K, gpr = a.gpr;
-    const int8_t* w = static_cast<const int8_t*>(a.w) + static_cast<size_t>(n) * K;
-    const float* ws = a.wscales + static_cast<size_t>(n) * gpr;
-    __m256 acc = _mm256_setzero_ps();
-    for (int g = 0; g < gpr; ++g) {
-        const int k = g * 32 * kChunks;
-        const __m256i x0 = load32(a.xq + k);
-        __m256i x1;
-        if constexpr (kChunks == 2) x1 = load32(a.xq + k + 32);
-        __m256i s[8];
-        for (int r = 0; r < 8; ++r) {
-            const int8_t* wr = w + static_cast<size_t>(r) * K + k;
-            __builtin_prefetch(wr + kDecodeAhead);
-            s[r] = dot32(x0, load32(wr));
-            if constexpr (kChunks == 2) s[r] = _mm256_add_epi32(s[r], dot32(x1, load32(wr + 32)));
-        }
-        acc = rows8_scale_group(s, ws + g, gpr, a.xs[g], acc);
-    }
-    if (a.bias) acc = _mm256_add_ps(acc, _mm256_loadu_ps(a.bias + n));
-    _mm256_storeu_ps(a.y + n, acc);
-}
+struct Avx2Rows8 {
+    using I = __m256i;
+    static constexpr int kBytes = 32;
+    static I load(const int8_t* p) { return load32(p); }
+    static I start(const I*, int) { return _mm256_setzero_si256(); }
+    static I dot(I s, I x, const int8_t* w) { return _mm256_add_epi32(s, dot32(x, load32(w))); }
+    static __m256i fold(I s) { return s; }
+};
 
 void i8_rows_avx2(const Args& a, int n_begin, int n_end) {
     if (!avx2_rows8_decode(a.cache_resident, a.T, a.K, a.group)) return i8_rows<Avx2Dot>(a, n_begin, n_end);
-    int n = n_begin;
-    for (; n + 8 <= n_end; n += 8) a.group == 64 ? i8_rows8_decode<2>(a, n) : i8_rows8_decode<1>(a, n);
-    if (n < n_end) i8_rows<Avx2Dot>(a, n, n_end);
+    constexpr size_t kAhead = 16384;
+    if (a.group == 64) return rows8<Avx2Rows8, 2, kAhead>(a, n_begin, n_end, i8_rows<Avx2Dot>);
+    rows8<Avx2Rows8, 1, kAhead>(a, n_begin, n_end, i8_rows<Avx2Dot>);
 }
 
 // The default rounding mode of _mm256_cvtps_epi32 and of __builtin_nearbyintf is the same

@@ -161,47 +161,27 @@ struct GemmZmm {
 };
 
 // Decode (T == 1) of cache_resident weights (weights.h) with groups of 64 (ZMM) or 32 (YMM)
-// that divide K: avx2's 8-row kernel (linear_avx2.cpp, i8_rows8_decode) on VNNI. 8 rows of W
-// a group at a time in straight-line code; each row's sum starts at -128 * sum(x), so the
-// xor-flipped W needs no correction afterwards; the 8 sums fold into one vector (lane r = row
-// n + r), scaled with one convert and one FMA; each row's line kDecodeAhead bytes on is
-// prefetched once per group. On a 2-core Xeon with AVX-512 VNNI (alternated runs of the
-// lecture's full configuration; docs/benchmarks.md) this decodes 1.06x to 1.47x as fast on 1
-// thread as the 4-row kernel, whose prefetch one block (4 * K bytes) ahead is too close for
-// weights that come from L2 and L3, and 1.27x to 1.52x on 2 with 16 KiB ahead; 8 KiB ahead beat
-// 4 KiB and 16 KiB, and 16 KiB 32 KiB.
+// that divide K: linear_rows8_x86.h's 8-row kernel on VNNI. Each row's sum starts at
+// -128 * sum(x), so the xor-flipped W needs no correction after the group. On a 2-core Xeon
+// with AVX-512 VNNI (alternated runs of the lecture's full configuration; docs/benchmarks.md)
+// this decodes 1.06x to 1.47x as fast on 1 thread as the 4-row kernel, whose prefetch one block
+// (4 * K bytes) ahead is too close for weights that come from L2 and L3, and 1.27x to 1.52x on
+// 2 with 16 KiB ahead; 8 KiB ahead beat 4 KiB and 16 KiB, and 16 KiB 32 KiB.
 constexpr size_t kDecodeAhead = 8192;
 
 template <class V>
-void i8_rows8_decode(const Args& a, int n) {
-    const int K = a.K, gpr = a.gpr;
-    const int8_t* w = static_cast<const int8_t*>(a.w) + static_cast<size_t>(n) * K;
-    const float* ws = a.wscales + static_cast<size_t>(n) * gpr;
-    const typename V::I flip = V::flip();
-    const typename V::Mask all = V::mask(V::kBytes);
-    __m256 acc = _mm256_setzero_ps();
-    for (int g = 0; g < gpr; ++g) {
-        const int k = g * V::kBytes;
-        const typename V::I x = V::load(all, a.xq + k);
-        const typename V::I start = V::neg(V::dot(V::zero(), flip, x));
-        __m256i s[8];
-        for (int r = 0; r < 8; ++r) {
-            const int8_t* wr = w + static_cast<size_t>(r) * K + k;
-            _mm_prefetch(reinterpret_cast<const char*>(wr) + kDecodeAhead, _MM_HINT_T0);  // never faults
-            s[r] = V::fold_i(V::dot(start, V::xor_(V::load(all, wr), flip), x));
-        }
-        acc = rows8_scale_group(s, ws + g, gpr, a.xs[g], acc);
+struct VnniRows8 {
+    using I = typename V::I;
+    static constexpr int kBytes = V::kBytes;
+    static I load(const int8_t* p) { return V::load(V::mask(kBytes), p); }
+    static I start(const I* x, int n) {
+        I surplus = V::zero();
+        for (int c = 0; c < n; ++c) surplus = V::dot(surplus, V::flip(), x[c]);
+        return V::neg(surplus);
     }
-    if (a.bias) acc = _mm256_add_ps(acc, _mm256_loadu_ps(a.bias + n));
-    _mm256_storeu_ps(a.y + n, acc);
-}
-
-template <class V>
-void i8_rows8(const Args& a, int n_begin, int n_end) {
-    int n = n_begin;
-    for (; n + 8 <= n_end; n += 8) i8_rows8_decode<V>(a, n);
-    if (n < n_end) i8_rows<V>(a, n, n_end);
-}
+    static I dot(I s, I x, const int8_t* w) { return V::dot(s, V::xor_(load(w), V::flip()), x); }
+    static __m256i fold(I s) { return V::fold_i(s); }
+};
 
 }  // namespace
 
@@ -211,8 +191,8 @@ void i8_gemm_avx512(const Args& a, int t_begin, int t_end, int n_begin, int n_en
 
 void i8_rows_avx512(const Args& a, int n_begin, int n_end) {
     if (avx2_rows8_decode(a.cache_resident, a.T, a.K, a.group)) {
-        if (a.group == 64) return i8_rows8<Zmm>(a, n_begin, n_end);
-        return i8_rows8<Ymm>(a, n_begin, n_end);
+        if (a.group == 64) return rows8<VnniRows8<Zmm>, 1, kDecodeAhead>(a, n_begin, n_end, i8_rows<Zmm>);
+        return rows8<VnniRows8<Ymm>, 1, kDecodeAhead>(a, n_begin, n_end, i8_rows<Ymm>);
     }
     if (a.group >= 64) {
         i8_rows<Zmm>(a, n_begin, n_end);

@@ -1,28 +1,76 @@
-// The end of one group in the 8-row int8 decode kernels of linear_avx2.cpp and
-// linear_avx512.cpp (i8_rows8_decode): each row's int32 sum over the group, folded into one
-// vector and scaled into the 8 rows' f32 accumulators:
-//   acc[r] += f32(sum_r) * ws[r * gpr] * xs,   r in [0, 8),
-// s[r] the group's int32 lanes of row r (8 lanes, any split of its products), ws the group's
-// scale of row 0 of the 8 (the rows' scales gpr floats apart), xs the group's scale of x.
+// The 8-row int8 decode kernel of linear()'s x86 row kernels (linear_avx2.cpp,
+// linear_avxvnni.cpp, linear_avx512.cpp): decode (T == 1) of cache_resident weights
+// (weights.h) with groups of 64 or 32 that divide K (avx2_rows8_decode, linear_variants.h).
+// Same math as linear_int8_block.h:
+//   y[n + r] = sum_g (xq . wq_{n+r})_g * xs[g] * ws[n + r, g] + bias[n + r],   r in [0, 8),
+// 8 rows of W a group at a time in straight-line code (no loop state to keep in registers).
+// The group's eight int32 sums fold into one vector (lane r = row n + r) with vphaddd and a
+// 128-bit swap, so its scales cost one convert and one FMA for 8 rows instead of 4 per row.
+// Each row's line kAhead bytes on is prefetched once per group: 8 streams that jump every
+// 8 * K bytes are more than the hardware prefetchers follow, and one block ahead (8 * K bytes)
+// is too close for weights that come from L2 and L3 (docs/benchmarks.md).
+//
+// The ISA comes in as a policy D with:
+//   I                                    a vector of int8 (loads) or int32 (sums) lanes
+//   kBytes                               bytes of x or W per vector (32 or 64)
+//   I load(const int8_t* p)              kBytes bytes
+//   I start(const I* x, int n)           a row's sum before the group's n chunks x[0..n):
+//                                        zero, or -128 * sum(x) where dot() gives (w + 128) . x
+//   I dot(I s, I x, const int8_t* w)     s plus the products of kBytes of x and of W at w
+//   __m256i fold(I s)                    8 int32 lanes holding the total of s's lanes
 // Included only by translation units built with AVX2 and FMA; internal linkage (an anonymous
 // namespace), so that each keeps the copy compiled with its own flags.
 #pragma once
 
 #include <immintrin.h>
 
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/cpu/linear_variants.h"
+
 namespace ember::kernels::linear_detail {
 namespace {
 
-inline __m256 rows8_scale_group(const __m256i (&s)[8], const float* ws, int gpr, float xs, __m256 acc) {
-    // vphaddd pairs neighbours: after two rounds lane j of each 128-bit half holds one row's
-    // partial sum; the 128-bit swap adds the halves (lane r = row r).
-    const __m256i lo = _mm256_hadd_epi32(_mm256_hadd_epi32(s[0], s[1]), _mm256_hadd_epi32(s[2], s[3]));
-    const __m256i hi = _mm256_hadd_epi32(_mm256_hadd_epi32(s[4], s[5]), _mm256_hadd_epi32(s[6], s[7]));
-    const __m256i sums = _mm256_add_epi32(_mm256_permute2x128_si256(lo, hi, 0x20), _mm256_permute2x128_si256(lo, hi, 0x31));
-    const __m256 scale = _mm256_mul_ps(
-        _mm256_setr_ps(ws[0], ws[gpr], ws[2 * gpr], ws[3 * gpr], ws[4 * gpr], ws[5 * gpr], ws[6 * gpr], ws[7 * gpr]),
-        _mm256_set1_ps(xs));
-    return _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums), scale, acc);
+// Rows n..n+7 of y; kChunks = group / D::kBytes (1 or 2).
+template <class D, int kChunks, size_t kAhead>
+void rows8_decode(const Args& a, int n) {
+    const int K = a.K, gpr = a.gpr;
+    const int8_t* w = static_cast<const int8_t*>(a.w) + static_cast<size_t>(n) * K;
+    const float* ws = a.wscales + static_cast<size_t>(n) * gpr;
+    __m256 acc = _mm256_setzero_ps();
+    for (int g = 0; g < gpr; ++g) {
+        const int k = g * D::kBytes * kChunks;
+        typename D::I x[kChunks];
+        for (int c = 0; c < kChunks; ++c) x[c] = D::load(a.xq + k + c * D::kBytes);
+        const typename D::I start = D::start(x, kChunks);
+        __m256i s[8];
+        for (int r = 0; r < 8; ++r) {
+            const int8_t* wr = w + static_cast<size_t>(r) * K + k;
+            __builtin_prefetch(wr + kAhead);  // a hint: never faults, past W's end included
+            typename D::I sum = D::dot(start, x[0], wr);
+            if constexpr (kChunks == 2) sum = D::dot(sum, x[1], wr + D::kBytes);
+            s[r] = D::fold(sum);
+        }
+        const __m256i lo = _mm256_hadd_epi32(_mm256_hadd_epi32(s[0], s[1]), _mm256_hadd_epi32(s[2], s[3]));
+        const __m256i hi = _mm256_hadd_epi32(_mm256_hadd_epi32(s[4], s[5]), _mm256_hadd_epi32(s[6], s[7]));
+        const __m256i sums = _mm256_add_epi32(_mm256_permute2x128_si256(lo, hi, 0x20), _mm256_permute2x128_si256(lo, hi, 0x31));
+        const float* wg = ws + g;
+        const __m256 scale = _mm256_mul_ps(_mm256_setr_ps(wg[0], wg[gpr], wg[2 * gpr], wg[3 * gpr], wg[4 * gpr], wg[5 * gpr],
+                                                          wg[6 * gpr], wg[7 * gpr]),
+                                           _mm256_set1_ps(a.xs[g]));
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums), scale, acc);
+    }
+    if (a.bias) acc = _mm256_add_ps(acc, _mm256_loadu_ps(a.bias + n));
+    _mm256_storeu_ps(a.y + n, acc);
+}
+
+// Rows [n_begin, n_end): 8 at a time, the rest by `rest` (the level's 4-row kernel).
+template <class D, int kChunks, size_t kAhead, class Rest>
+void rows8(const Args& a, int n_begin, int n_end, Rest rest) {
+    int n = n_begin;
+    for (; n + 8 <= n_end; n += 8) rows8_decode<D, kChunks, kAhead>(a, n);
+    if (n < n_end) rest(a, n, n_end);
 }
 
 }  // namespace

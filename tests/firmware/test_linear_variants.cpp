@@ -70,8 +70,8 @@ struct Case {
 // in groups of 64 takes several K blocks of the int8 GEMMs' packed panels; a whole row of 1100
 // as one group is too long for one block of the avx512 GEMM (32 rows) or of the avx2 one (256
 // pairs of k): those two fall back to their row kernels there, the others do not.
-// T = 1 with groups of 64 or 32 that divide K and cache_resident weights takes avx2's and
-// avx512's 8-row decode kernels (linear_avx2.cpp, linear_avx512.cpp: ZMM for 64, YMM for 32),
+// T = 1 with groups of 64 or 32 that divide K and cache_resident weights takes the 8-row decode
+// kernel of avx2, avxvnni and avx512 (linear_rows8_x86.h; avx512's on ZMM for 64, YMM for 32),
 // their rows past the last multiple of 8 the 4-row one: 384, 1536 and 768 inputs, 37, 24 and
 // 83 rows; 64 and 128 inputs in groups of 32.
 const Case kCases[] = {{1, 64, 37, 32},    {1, 100, 37, 64},  {9, 100, 37, 32},  {1, 384, 37, 128}, {9, 384, 40, 64},
@@ -127,7 +127,7 @@ TEST_CASE("linear: every kernel variant this CPU runs matches the plain referenc
             linear_at(CpuLevel::Plain, x.data(), c.T, v, bias.data(), plain.data(), scratch, pool);
             CHECK(max_rel(y, plain) < 1e-5);
             // The same with the runtime's hint that the weights sit in cache (weights.h), which
-            // moves avx2's and avx512's decode to their 8-row kernels.
+            // moves the x86 levels' decode to their 8-row kernels.
             v.cache_resident = true;
             linear_at(level, x.data(), c.T, v, bias.data(), y.data(), scratch, pool);
             CHECK(max_rel(y, plain) < 1e-5);
@@ -239,17 +239,16 @@ TEST_CASE("CPU levels: clamped to what the CPU has, named and parsed, and the ke
     f.avx512_vnni = true;
     CHECK(cpu_level_clamp(CpuLevel::Avx512, f) == CpuLevel::Avx512);
     CHECK(std::string(linear_kernel_name(WType::I8, CpuLevel::Plain)) == "int8: plain");
-    // What decode runs for one view: the cache hint changes the name on avx2 and avx512.
+    // What decode runs for one view: the cache hint changes the name on avx2, avxvnni and avx512.
     WeightView hinted;
     hinted.type = WType::I8;
     hinted.cols = 384;
     hinted.group_size = 64;
     CHECK(std::string(linear_kernel_name(hinted)) == linear_kernel_name(WType::I8));
     hinted.cache_resident = true;
-    const std::string cached = cpu_level() == CpuLevel::Avx2     ? "int8: avx2 (8-row decode: weights in cache)"
-                               : cpu_level() == CpuLevel::Avx512 ? "int8: avx512-vnni (8-row decode: weights in cache)"
-                                                                 : linear_kernel_name(WType::I8);
-    CHECK(std::string(linear_kernel_name(hinted)) == cached);
+    const bool x86_simd = cpu_level() == CpuLevel::Avx2 || cpu_level() == CpuLevel::AvxVnni || cpu_level() == CpuLevel::Avx512;
+    CHECK(std::string(linear_kernel_name(hinted)) ==
+          std::string(linear_kernel_name(WType::I8)) + (x86_simd ? " (8-row decode: weights in cache)" : ""));
     hinted.group_size = 128;  // the 4-row kernel runs, and is named
     CHECK(std::string(linear_kernel_name(hinted)) == linear_kernel_name(WType::I8));
     if (cpu_level_supported(CpuLevel::Avx512, detect_cpu_features())) {
