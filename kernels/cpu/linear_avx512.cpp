@@ -38,8 +38,6 @@ struct Zmm {
     static __m256 fold(F v) {
         return _mm256_add_ps(_mm512_castps512_ps256(v), _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
     }
-    static I neg(I v) { return _mm512_sub_epi32(zero(), v); }
-    static __m256i fold_i(I v) { return _mm256_add_epi32(_mm512_castsi512_si256(v), _mm512_extracti64x4_epi64(v, 1)); }
 };
 
 struct Ymm {
@@ -59,7 +57,6 @@ struct Ymm {
     }
     static __m256 fold(F v) { return v; }
     static I neg(I v) { return _mm256_sub_epi32(zero(), v); }
-    static __m256i fold_i(I v) { return v; }
 };
 
 // y[0..R) = horizontal sums of acc[0..R) + bias (bias may be null).
@@ -160,18 +157,19 @@ struct GemmZmm {
     static void store(float* out, VecF v) { _mm512_storeu_ps(out, v); }
 };
 
-// Decode (T == 1) of cache_resident weights (weights.h) with groups of 64 (ZMM) or 32 (YMM)
-// that divide K: linear_rows8_x86.h's 8-row kernel on VNNI. Each row's sum starts at
-// -128 * sum(x), so the xor-flipped W needs no correction after the group. On a 2-core Xeon
-// with AVX-512 VNNI (alternated runs of the lecture's full configuration; docs/benchmarks.md)
-// this decodes 1.06x to 1.47x as fast on 1 thread as the 4-row kernel, whose prefetch one block
-// (4 * K bytes) ahead is too close for weights that come from L2 and L3, and 1.27x to 1.52x on
-// 2 with 16 KiB ahead; 8 KiB ahead beat 4 KiB and 16 KiB, and 16 KiB 32 KiB.
+// Decode (T == 1) of cache_resident weights (weights.h) with groups of 64 or 32 that divide K:
+// linear_rows8_x86.h's 8-row kernel on VNNI, on YMM (the 256-bit EVEX forms; ZMM for groups of
+// 64 ran 0.93x to 1.01x as fast on 2 threads, 0.91x to 1.09x on 1, in alternated pairs). Each row's sum starts at -128 * sum(x),
+// so the xor-flipped W needs no correction after the group. On a 2-core Xeon with AVX-512 VNNI
+// (alternated runs of the lecture's full configuration; docs/benchmarks.md) the kernel decoded
+// 1.06x to 1.47x as fast on 1 thread as the 4-row kernel, whose prefetch one block (4 * K bytes)
+// ahead is too close for weights that come from L2 and L3, and 1.27x to 1.52x on 2 with 16 KiB
+// ahead; 8 KiB ahead beat 4 KiB and 16 KiB, and 16 KiB 32 KiB.
 constexpr size_t kDecodeAhead = 8192;
 
-template <class V>
 struct VnniRows8 {
-    using I = typename V::I;
+    using V = Ymm;
+    using I = V::I;
     static constexpr int kBytes = V::kBytes;
     static I load(const int8_t* p) { return V::load(V::mask(kBytes), p); }
     static I start(const I* x, int n) {
@@ -180,7 +178,7 @@ struct VnniRows8 {
         return V::neg(surplus);
     }
     static I dot(I s, I x, const int8_t* w) { return V::dot(s, V::xor_(load(w), V::flip()), x); }
-    static __m256i fold(I s) { return V::fold_i(s); }
+    static __m256i fold(I s) { return s; }
 };
 
 }  // namespace
@@ -191,8 +189,8 @@ void i8_gemm_avx512(const Args& a, int t_begin, int t_end, int n_begin, int n_en
 
 void i8_rows_avx512(const Args& a, int n_begin, int n_end) {
     if (avx2_rows8_decode(a.cache_resident, a.T, a.K, a.group)) {
-        if (a.group == 64) return rows8<VnniRows8<Zmm>, 1, kDecodeAhead>(a, n_begin, n_end, i8_rows<Zmm>);
-        return rows8<VnniRows8<Ymm>, 1, kDecodeAhead>(a, n_begin, n_end, i8_rows<Ymm>);
+        if (a.group == 64) return rows8<VnniRows8, 2, kDecodeAhead>(a, n_begin, n_end, i8_rows<Zmm>);
+        return rows8<VnniRows8, 1, kDecodeAhead>(a, n_begin, n_end, i8_rows<Ymm>);
     }
     if (a.group >= 64) {
         i8_rows<Zmm>(a, n_begin, n_end);

@@ -71,9 +71,8 @@ struct Case {
 // as one group is too long for one block of the avx512 GEMM (32 rows) or of the avx2 one (256
 // pairs of k): those two fall back to their row kernels there, the others do not.
 // T = 1 with groups of 64 or 32 that divide K and cache_resident weights takes the 8-row decode
-// kernel of avx2, avxvnni and avx512 (linear_rows8_x86.h; avx512's on ZMM for 64, YMM for 32),
-// their rows past the last multiple of 8 the 4-row one: 384, 1536 and 768 inputs, 37, 24 and
-// 83 rows; 64 and 128 inputs in groups of 32.
+// kernel of avx2, avxvnni and avx512 (linear_rows8_x86.h), their rows past the last multiple of
+// 8 the 4-row one: 384, 1536 and 768 inputs, 37, 24 and 83 rows; 64 and 128 inputs in groups of 32.
 const Case kCases[] = {{1, 64, 37, 32},    {1, 100, 37, 64},  {9, 100, 37, 32},  {1, 384, 37, 128}, {9, 384, 40, 64},
                        {1, 200, 37, 128},  {9, 200, 13, 200}, {1, 33, 5, 32},    {3, 7, 6, 7},      {1, 384, 37, 48},
                        {9, 256, 8, 64},    {1, 130, 9, 64},   {17, 385, 37, 64}, {33, 100, 21, 48}, {64, 7, 5, 7},
