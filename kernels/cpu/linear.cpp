@@ -31,7 +31,7 @@ void linear_ref(const float* x, int T, const WeightView& w, const float* bias, f
 
 namespace linear_detail {
 
-bool avx2_rows8_decode(bool cache_resident, int T, int K, int group) {
+bool takes_rows8_decode(bool cache_resident, int T, int K, int group) {
     return cache_resident && T == 1 && (group == 64 || group == 32) && K % group == 0;
 }
 
@@ -232,7 +232,7 @@ const char* linear_kernel_name(WType type, CpuLevel level) { return kernel_name(
 
 const char* linear_kernel_name(const WeightView& w) {
     const Kernels& k = kernels_in_use();
-    const bool rows8 = w.type == WType::I8 && linear_detail::avx2_rows8_decode(w.cache_resident, 1, w.cols, w.group_size);
+    const bool rows8 = w.type == WType::I8 && linear_detail::takes_rows8_decode(w.cache_resident, 1, w.cols, w.group_size);
     return rows8 && k.i8_cached_name ? k.i8_cached_name : kernel_name(k, w.type);
 }
 

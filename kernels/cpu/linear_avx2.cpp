@@ -4,8 +4,8 @@
 #include <immintrin.h>
 
 #include "kernels/cpu/linear_gemm_int8.h"
-#include "kernels/cpu/linear_rows8_x86.h"
 #include "kernels/cpu/linear_int8_block.h"
+#include "kernels/cpu/linear_rows8_x86.h"
 
 namespace ember::kernels::linear_detail {
 
@@ -365,7 +365,7 @@ struct Avx2Rows8 {
 };
 
 void i8_rows_avx2(const Args& a, int n_begin, int n_end) {
-    if (!avx2_rows8_decode(a.cache_resident, a.T, a.K, a.group)) return i8_rows<Avx2Dot>(a, n_begin, n_end);
+    if (!takes_rows8_decode(a.cache_resident, a.T, a.K, a.group)) return i8_rows<Avx2Dot>(a, n_begin, n_end);
     constexpr size_t kAhead = 16384;
     if (a.group == 64) return rows8<Avx2Rows8, 2, kAhead>(a, n_begin, n_end, i8_rows<Avx2Dot>);
     rows8<Avx2Rows8, 1, kAhead>(a, n_begin, n_end, i8_rows<Avx2Dot>);

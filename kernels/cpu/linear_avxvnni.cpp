@@ -75,7 +75,7 @@ struct VnniRows8 {
 // Decode of cache_resident weights takes the 8-row kernel (linear_rows8_x86.h), prefetching
 // 8 KiB ahead as linear_avx512.cpp does (measured there, on AVX-512 VNNI).
 void i8_rows_avxvnni(const Args& a, int n_begin, int n_end) {
-    if (!avx2_rows8_decode(a.cache_resident, a.T, a.K, a.group)) return i8_rows<VnniDot>(a, n_begin, n_end);
+    if (!takes_rows8_decode(a.cache_resident, a.T, a.K, a.group)) return i8_rows<VnniDot>(a, n_begin, n_end);
     constexpr size_t kAhead = 8192;
     if (a.group == 64) return rows8<VnniRows8, 2, kAhead>(a, n_begin, n_end, i8_rows<VnniDot>);
     rows8<VnniRows8, 1, kAhead>(a, n_begin, n_end, i8_rows<VnniDot>);

@@ -1,6 +1,6 @@
 // The 8-row int8 decode kernel of linear()'s x86 row kernels (linear_avx2.cpp,
 // linear_avxvnni.cpp, linear_avx512.cpp): decode (T == 1) of cache_resident weights
-// (weights.h) with groups of 64 or 32 that divide K (avx2_rows8_decode, linear_variants.h).
+// (weights.h) with groups of 64 or 32 that divide K (takes_rows8_decode, linear_variants.h).
 // Same math as linear_int8_block.h:
 //   y[n + r] = sum_g (xq . wq_{n+r})_g * xs[g] * ws[n + r, g] + bias[n + r],   r in [0, 8),
 // 8 rows of W a group at a time in straight-line code (no loop state to keep in registers).

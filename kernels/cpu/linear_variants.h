@@ -25,10 +25,10 @@ struct Args {
     bool cache_resident = false;    // int8: WeightView::cache_resident (weights.h)
 };
 
-// Whether avx2's int8 row kernel takes its 8-row decode loop (linear_avx2.cpp) for these rows:
-// cache_resident weights, T == 1, groups of 64 or 32 that divide K. Plain code (linear.cpp), also
-// what linear_kernel_name(const WeightView&) reports.
-bool avx2_rows8_decode(bool cache_resident, int T, int K, int group);
+// Whether the x86 int8 row kernels take their 8-row decode loop (linear_rows8_x86.h) for these
+// rows: cache_resident weights, T == 1, groups of 64 or 32 that divide K. Plain code
+// (linear.cpp), also what linear_kernel_name(const WeightView&) reports.
+bool takes_rows8_decode(bool cache_resident, int T, int K, int group);
 
 // Writes y[:, n_begin:n_end] (bias added). Int8 reads xq/xs, which a QuantizeFn wrote.
 using RowsFn = void (*)(const Args& a, int n_begin, int n_end);

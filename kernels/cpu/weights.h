@@ -22,8 +22,8 @@ struct WeightView {
     int group_size = 0;             // int8 only: 1..cols (the converter maps 0 to cols)
     // int8 decode hint, set by the runtime: the whole model's weights fit in the last-level
     // cache (last_level_cache_bytes(), cpu_features.h), so decode reads W from cache, not DRAM.
-    // The AVX2 and AVX-512 VNNI row kernels then take their 8-row, far-prefetching loops
-    // (linear_avx2.cpp, linear_avx512.cpp).
+    // The x86 row kernels (avx2, avx-vnni, avx512) then take their 8-row, far-prefetching loop
+    // (linear_rows8_x86.h).
     bool cache_resident = false;
 
     int groups_per_row() const { return type == WType::I8 ? (cols + group_size - 1) / group_size : 0; }
