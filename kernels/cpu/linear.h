@@ -47,9 +47,10 @@ void linear_at(CpuLevel level, const float* x, int T, const WeightView& w, const
 // "int8: dotprod"; with `level`, the one linear_at(level, ...) runs.
 const char* linear_kernel_name(WType type);
 const char* linear_kernel_name(WType type, CpuLevel level);
-// The kernel decode (T == 1) runs for `w`: as above, but "int8: avx2 (8-row decode: weights in
-// cache)" where the avx2 level takes its 8-row loop (cache_resident int8 weights in groups of 64
-// or 32 that divide the row; weights.h, linear_avx2.cpp).
+// The kernel decode (T == 1) runs for `w`: as above, but with " (8-row decode: weights in
+// cache)" after the int8 name (e.g. "int8: avx2 (8-row decode: weights in cache)") where an x86
+// level (avx2, avxvnni, avx512) takes its 8-row loop (cache_resident int8 weights in groups of
+// 64 or 32 that divide the row; weights.h, linear_rows8_x86.h).
 const char* linear_kernel_name(const WeightView& w);
 
 // Backward to the input of a frozen linear layer: dx [T, K] (+)= dy [T, N] @ W (W [N, K]).

@@ -17,9 +17,9 @@ namespace {
 
 inline int min_int(int a, int b) { return a < b ? a : b; }
 
-// The kernel on ZMM (64 bytes a chunk) for groups of 64 or more, on YMM (32 bytes, the
+// The 4-row kernel on ZMM (64 bytes a chunk) for groups of 64 or more, on YMM (32 bytes, the
 // 256-bit EVEX forms that AVX-512 VL gives) for shorter groups, whose chunks would be half
-// empty on ZMM.
+// empty on ZMM; the 8-row decode kernel (below) on YMM.
 struct Zmm {
     static constexpr int kBytes = 64;
     using I = __m512i;
@@ -160,11 +160,12 @@ struct GemmZmm {
 // Decode (T == 1) of cache_resident weights (weights.h) with groups of 64 or 32 that divide K:
 // linear_rows8_x86.h's 8-row kernel on VNNI, on YMM (the 256-bit EVEX forms; ZMM for groups of
 // 64 ran 0.93x to 1.01x as fast on 2 threads, 0.91x to 1.09x on 1, in alternated pairs). Each
-// row's sum starts at -128 * sum(x), so the xor-flipped W needs no correction after the group. On a 2-core Xeon with AVX-512 VNNI
-// (alternated runs of the lecture's full configuration; docs/benchmarks.md) the kernel decoded
-// 1.06x to 1.47x as fast on 1 thread as the 4-row kernel, whose prefetch one block (4 * K bytes)
-// ahead is too close for weights that come from L2 and L3, and 1.27x to 1.52x on 2 with 16 KiB
-// ahead; 8 KiB ahead beat 4 KiB and 16 KiB, and 16 KiB 32 KiB.
+// row's sum starts at -128 * sum(x), so the xor-flipped W needs no correction after the group.
+// On a 2-core Xeon with AVX-512 VNNI (alternated runs of the lecture's full configuration;
+// docs/benchmarks.md) the kernel, then on ZMM (c9f0ec4), decoded 1.06x to 1.47x as fast on 1
+// thread as the 4-row kernel, whose prefetch one block (4 * K bytes) ahead is too close for
+// weights that come from L2 and L3, and 1.27x to 1.52x on 2 with 16 KiB ahead; 8 KiB ahead beat
+// 4 KiB and 16 KiB, and 16 KiB 32 KiB.
 constexpr size_t kDecodeAhead = 8192;
 
 struct VnniRows8 {
@@ -190,7 +191,7 @@ void i8_gemm_avx512(const Args& a, int t_begin, int t_end, int n_begin, int n_en
 void i8_rows_avx512(const Args& a, int n_begin, int n_end) {
     if (takes_rows8_decode(a.cache_resident, a.T, a.K, a.group)) {
         if (a.group == 64) return rows8<VnniRows8, 2, kDecodeAhead>(a, n_begin, n_end, i8_rows<Zmm>);
-        return rows8<VnniRows8, 1, kDecodeAhead>(a, n_begin, n_end, i8_rows<Ymm>);
+        if (a.group == 32) return rows8<VnniRows8, 1, kDecodeAhead>(a, n_begin, n_end, i8_rows<Ymm>);
     }
     if (a.group >= 64) {
         i8_rows<Zmm>(a, n_begin, n_end);

@@ -4,7 +4,8 @@
 //
 // vpdpbusd multiplies unsigned by signed bytes. W's bytes are made unsigned by adding 128
 // (xor 0x80), and the surplus, 128 * sum(x) over the group, is subtracted; it depends on x
-// only, so one more vpdpbusd per chunk serves all four rows:
+// only, so one more vpdpbusd per chunk serves all the rows of a block (4, or 8 in the 8-row
+// decode kernel):
 //   sum_k w_k x_k = sum_k (w_k + 128) x_k - 128 sum_k x_k.
 #include <immintrin.h>
 
@@ -78,7 +79,8 @@ void i8_rows_avxvnni(const Args& a, int n_begin, int n_end) {
     if (!takes_rows8_decode(a.cache_resident, a.T, a.K, a.group)) return i8_rows<VnniDot>(a, n_begin, n_end);
     constexpr size_t kAhead = 8192;
     if (a.group == 64) return rows8<VnniRows8, 2, kAhead>(a, n_begin, n_end, i8_rows<VnniDot>);
-    rows8<VnniRows8, 1, kAhead>(a, n_begin, n_end, i8_rows<VnniDot>);
+    if (a.group == 32) return rows8<VnniRows8, 1, kAhead>(a, n_begin, n_end, i8_rows<VnniDot>);
+    i8_rows<VnniDot>(a, n_begin, n_end);  // no group size that takes_rows8_decode() passes
 }
 
 void i8_gemm_avxvnni(const Args& a, int t_begin, int t_end, int n_begin, int n_end) {

@@ -12,12 +12,13 @@
 //
 // The ISA comes in as a policy D with:
 //   I                                    a vector of int8 (loads) or int32 (sums) lanes
-//   kBytes                               bytes of x or W per vector (32 or 64)
+//   kBytes                               bytes of x or W per vector (32 in every level's policy)
 //   I load(const int8_t* p)              kBytes bytes
 //   I start(const I* x, int n)           a row's sum before the group's n chunks x[0..n):
 //                                        zero, or -128 * sum(x) where dot() gives (w + 128) . x
 //   I dot(I s, I x, const int8_t* w)     s plus the products of kBytes of x and of W at w
-//   __m256i fold(I s)                    8 int32 lanes holding the total of s's lanes
+//   __m256i fold(I s)                    8 int32 lanes holding the total of s's lanes (the
+//                                        identity for 256-bit I)
 // Included only by translation units built with AVX2 and FMA; internal linkage (an anonymous
 // namespace), so that each keeps the copy compiled with its own flags.
 #pragma once
@@ -32,7 +33,7 @@
 namespace ember::kernels::linear_detail {
 namespace {
 
-// Rows n..n+7 of y; kChunks = group / D::kBytes (1 or 2).
+// Rows n..n+7 of y; the caller makes sure that a.group == kChunks * D::kBytes (1 or 2 chunks).
 template <class D, int kChunks, size_t kAhead>
 void rows8_decode(const Args& a, int n) {
     const int K = a.K, gpr = a.gpr;

@@ -184,9 +184,17 @@ TEST_CASE("linear int8: signed x signed extremes (-128 in W, +-127 in x) give th
     // scale 1. Each y is then 1/127 times an integer sum below 2^24, so every variant must
     // match the plain kernel to f32 rounding, whatever trick makes vpdpbusd's unsigned operand.
     ThreadPool pool(1);
-    for (const int T : {2, 40}) {  // the row kernels and the GEMMs
+    struct Extreme {
+        int T, K, group;
+        bool cache_resident;
+    };
+    // The row kernels and the GEMMs; then decode with the cache hint: the 8-row kernels (rows 0..7,
+    // row 0 all -128) and the 4-row one (row 8), groups of 64 and of 32.
+    for (const Extreme e : {Extreme{2, 300, 64, false}, Extreme{40, 300, 64, false}, Extreme{1, 320, 64, true}, Extreme{1, 320, 32, true}}) {
+    const int T = e.T, K = e.K, N = 9, group = e.group;
     CAPTURE(T);
-    const int K = 300, N = 9, group = 64;
+    CAPTURE(K);
+    CAPTURE(group);
     std::vector<float> x(static_cast<size_t>(T) * K);
     for (size_t i = 0; i < x.size(); ++i) x[i] = (i * 7 % 3 == 0) ? -1.0f : 1.0f;
     std::vector<int8_t> wq(static_cast<size_t>(N) * K);
@@ -201,6 +209,7 @@ TEST_CASE("linear int8: signed x signed extremes (-128 in W, +-127 in x) give th
     v.rows = N;
     v.cols = K;
     v.group_size = group;
+    v.cache_resident = e.cache_resident;
     std::vector<int8_t> xq(linear_scratch_xq_bytes(T, K));
     std::vector<float> xs(linear_scratch_xs_bytes(T, K, group) / sizeof(float));
     const LinearScratch scratch{xq.data(), xs.data()};
