@@ -366,10 +366,7 @@ struct Avx2Rows8 {
 
 void i8_rows_avx2(const Args& a, int n_begin, int n_end) {
     if (!takes_rows8_decode(a.cache_resident, a.T, a.K, a.group)) return i8_rows<Avx2Dot>(a, n_begin, n_end);
-    constexpr size_t kAhead = 16384;
-    if (a.group == 64) return rows8<Avx2Rows8, 2, kAhead>(a, n_begin, n_end, i8_rows<Avx2Dot>);
-    if (a.group == 32) return rows8<Avx2Rows8, 1, kAhead>(a, n_begin, n_end, i8_rows<Avx2Dot>);
-    i8_rows<Avx2Dot>(a, n_begin, n_end);  // no group size that takes_rows8_decode() passes
+    rows8<Avx2Rows8, 16384>(a, n_begin, n_end, i8_rows<Avx2Dot>);
 }
 
 // The default rounding mode of _mm256_cvtps_epi32 and of __builtin_nearbyintf is the same

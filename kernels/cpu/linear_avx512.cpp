@@ -189,15 +189,12 @@ void i8_gemm_avx512(const Args& a, int t_begin, int t_end, int n_begin, int n_en
 }
 
 void i8_rows_avx512(const Args& a, int n_begin, int n_end) {
-    if (takes_rows8_decode(a.cache_resident, a.T, a.K, a.group)) {
-        if (a.group == 64) return rows8<VnniRows8, 2, kDecodeAhead>(a, n_begin, n_end, i8_rows<Zmm>);
-        if (a.group == 32) return rows8<VnniRows8, 1, kDecodeAhead>(a, n_begin, n_end, i8_rows<Ymm>);
-    }
-    if (a.group >= 64) {
-        i8_rows<Zmm>(a, n_begin, n_end);
-    } else {
-        i8_rows<Ymm>(a, n_begin, n_end);
-    }
+    auto four_rows = [](const Args& b, int begin, int end) {
+        if (b.group >= 64) return i8_rows<Zmm>(b, begin, end);
+        i8_rows<Ymm>(b, begin, end);
+    };
+    if (takes_rows8_decode(a.cache_resident, a.T, a.K, a.group)) return rows8<VnniRows8, kDecodeAhead>(a, n_begin, n_end, four_rows);
+    four_rows(a, n_begin, n_end);
 }
 
 }  // namespace ember::kernels::linear_detail

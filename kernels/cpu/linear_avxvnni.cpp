@@ -77,10 +77,7 @@ struct VnniRows8 {
 // 8 KiB ahead as linear_avx512.cpp does (measured there, on AVX-512 VNNI).
 void i8_rows_avxvnni(const Args& a, int n_begin, int n_end) {
     if (!takes_rows8_decode(a.cache_resident, a.T, a.K, a.group)) return i8_rows<VnniDot>(a, n_begin, n_end);
-    constexpr size_t kAhead = 8192;
-    if (a.group == 64) return rows8<VnniRows8, 2, kAhead>(a, n_begin, n_end, i8_rows<VnniDot>);
-    if (a.group == 32) return rows8<VnniRows8, 1, kAhead>(a, n_begin, n_end, i8_rows<VnniDot>);
-    i8_rows<VnniDot>(a, n_begin, n_end);  // no group size that takes_rows8_decode() passes
+    rows8<VnniRows8, 8192>(a, n_begin, n_end, i8_rows<VnniDot>);
 }
 
 void i8_gemm_avxvnni(const Args& a, int t_begin, int t_end, int n_begin, int n_end) {

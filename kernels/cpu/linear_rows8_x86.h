@@ -33,7 +33,7 @@
 namespace ember::kernels::linear_detail {
 namespace {
 
-// Rows n..n+7 of y; the caller makes sure that a.group == kChunks * D::kBytes (1 or 2 chunks).
+// Rows n..n+7 of y, for a.group == kChunks * D::kBytes (rows8() below makes sure).
 template <class D, int kChunks, size_t kAhead>
 void rows8_decode(const Args& a, int n) {
     const int K = a.K, gpr = a.gpr;
@@ -66,11 +66,17 @@ void rows8_decode(const Args& a, int n) {
     _mm256_storeu_ps(a.y + n, acc);
 }
 
-// Rows [n_begin, n_end): 8 at a time, the rest by `rest` (the level's 4-row kernel).
-template <class D, int kChunks, size_t kAhead, class Rest>
+// Rows [n_begin, n_end): 8 at a time for groups of 64 (two chunks) or 32 (one); rows past the
+// last multiple of 8, and every row for another group size, by `rest` (the level's 4-row kernel).
+template <class D, size_t kAhead, class Rest>
 void rows8(const Args& a, int n_begin, int n_end, Rest rest) {
+    static_assert(D::kBytes == 32, "the group sizes below are one and two chunks of 32 bytes");
     int n = n_begin;
-    for (; n + 8 <= n_end; n += 8) rows8_decode<D, kChunks, kAhead>(a, n);
+    if (a.group == 64) {
+        for (; n + 8 <= n_end; n += 8) rows8_decode<D, 2, kAhead>(a, n);
+    } else if (a.group == 32) {
+        for (; n + 8 <= n_end; n += 8) rows8_decode<D, 1, kAhead>(a, n);
+    }
     if (n < n_end) rest(a, n, n_end);
 }
 
