@@ -10,9 +10,9 @@
 //   rows does not matter to softmax, so the `ring` policy's full ring uses *n_keys0 = S.
 //   A query with no visible key gets 0, not NaN.
 //
-// One block per (query, head); the block's warps split the keys (key j to warp j mod warps),
-// each keeps its own running max, sum and weighted v (lanes own head dimensions), and the
-// warps' partial results are merged at the end. n_keys0 lives in device memory so a
+// One block per (query, head); the block's warps split the keys in chunks of 32 (chunk c to
+// warp c mod warps; a lane computes one key's score), each keeps its own running max, sum and
+// weighted v (lanes own head dimensions), and the warps' partial results are merged at the end. n_keys0 lives in device memory so a
 // captured decode graph reads each step's value at replay.
 #pragma once
 

@@ -33,6 +33,12 @@ __device__ __forceinline__ float warp_sum(float v) {
     return v;
 }
 
+// Maximum over the 32 lanes of a warp; every lane gets it.
+__device__ __forceinline__ float warp_max(float v) {
+    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
+
 // Sum over the block (blockDim.x a multiple of 32, at most 1024); every thread gets the total.
 // red: __shared__ float[32]. Safe to call repeatedly with the same red.
 __device__ __forceinline__ float block_sum(float v, float* red) {

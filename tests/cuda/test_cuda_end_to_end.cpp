@@ -1,6 +1,7 @@
 // The CUDA session end to end: the fixtures' logits and eval loss against PyTorch's, the
 // context policies against the CPU session step by step, and the shipped default model:
-// greedy text for 200 tokens identical to the CPU backend's, eval loss within 0.01.
+// greedy text for 200 tokens identical to the CPU backend's (f32 file), int8 logits within
+// 0.3 of the CPU's (whose activations are 8-bit), eval loss within 0.01.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -188,27 +189,66 @@ std::unique_ptr<Converted> default_model(convert::WeightDType dtype) {
 
 }  // namespace
 
-TEST_CASE("cuda default model: greedy text for 200 tokens identical to the CPU backend's (f32 and int8 files)") {
-    for (const auto dtype : {convert::WeightDType::F32, convert::WeightDType::Int8}) {
-        CAPTURE(convert::dtype_name(dtype));
-        auto c = default_model(dtype);
-        const Model& m = *c->model;
-        Session cpu(m, options());
-        auto gpu_owner = make_session(m, options(), BackendKind::Cuda);
-        Session& gpu = *gpu_owner;
-        const auto a = greedy_run(cpu, m.config().vocab_size, {0}, 200);
-        const auto b = greedy_run(gpu, m.config().vocab_size, {0}, 200);
-        size_t first = 0;
-        while (first < a.size() && first < b.size() && a[first] == b[first]) ++first;
-        MESSAGE("CPU and CUDA greedy ids agree for the first ", first, " of ", a.size());
-        if (first < a.size()) {  // how close the CPU's top two were where they parted
-            Session again(m, options());
-            again.append(a.data(), static_cast<int>(first));
-            std::vector<float> sorted(again.logits(), again.logits() + m.config().vocab_size);
-            std::sort(sorted.begin(), sorted.end(), std::greater<float>());
-            MESSAGE("at id ", first, " the CPU's top two logits differ by ", sorted[0] - sorted[1]);
+TEST_CASE("cuda default model: greedy text for 200 tokens identical to the CPU backend's (f32 file)") {
+    auto c = default_model(convert::WeightDType::F32);
+    const Model& m = *c->model;
+    Session cpu(m, options());
+    auto gpu_owner = make_session(m, options(), BackendKind::Cuda);
+    const auto a = greedy_run(cpu, m.config().vocab_size, {0}, 200);
+    const auto b = greedy_run(*gpu_owner, m.config().vocab_size, {0}, 200);
+    CHECK(a == b);
+}
+
+// The int8 file: the CPU backend quantizes each activation row to int8 for its integer dot
+// products (kernels/cpu/linear.h, as ggml's q8_0), the CUDA backend multiplies fp16
+// activations by the dequantized weights, so their logits differ by more than the f32 file's
+// and a greedy text may part where the CPU's top two logits nearly tie. Along the CPU's
+// greedy ids (both sessions fed the same tokens) the logits must stay within kInt8Logits of
+// each other, and where the two greedy texts part, the CPU's top two must lie within twice
+// that: a real fault (a wrong row, a stale cache) moves logits by whole units.
+TEST_CASE("cuda default model: int8 file, logits along 200 greedy tokens within 0.3 of the CPU's; texts part only at a near-tie") {
+    constexpr double kInt8Logits = 0.3;  // 0.188 measured on an H200, 2026-12-04
+    auto c = default_model(convert::WeightDType::Int8);
+    const Model& m = *c->model;
+    const int V = m.config().vocab_size;
+    Session cpu(m, options());
+    auto gpu_owner = make_session(m, options(), BackendKind::Cuda);
+    Session& gpu = *gpu_owner;
+    const auto a = greedy_run(cpu, V, {0}, 200);
+    // Teacher-forced: both sessions take the CPU's ids; compare every step's logits.
+    Session cpu2(m, options());
+    auto gpu2_owner = make_session(m, options(), BackendKind::Cuda);
+    Session& gpu2 = *gpu2_owner;
+    double worst = 0.0;
+    size_t parted = a.size();  // first step whose CUDA argmax differs from the CPU's
+    double gap_at_parting = 0.0;
+    for (size_t i = 0; i + 1 < a.size(); ++i) {
+        cpu2.append(&a[i], 1);
+        gpu2.append(&a[i], 1);
+        const float* lc = cpu2.logits();
+        const float* lg = gpu2.logits();
+        for (int v = 0; v < V; ++v) {
+            const double d = std::fabs(static_cast<double>(lc[v]) - lg[v]);
+            worst = std::isfinite(d) ? std::max(worst, d) : 1e30;
         }
-        CHECK(a == b);
+        const int ac = static_cast<int>(std::max_element(lc, lc + V) - lc);
+        const int ag = static_cast<int>(std::max_element(lg, lg + V) - lg);
+        if (ac != ag && parted == a.size()) {
+            parted = i + 1;
+            gap_at_parting = static_cast<double>(lc[ac]) - lc[ag];
+        }
+    }
+    MESSAGE("max |CPU - CUDA| logit over 200 teacher-forced steps (int8): ", worst);
+    CHECK(worst < kInt8Logits);
+    const auto b = greedy_run(gpu, V, {0}, 200);
+    size_t first = 0;
+    while (first < a.size() && first < b.size() && a[first] == b[first]) ++first;
+    MESSAGE("CPU and CUDA greedy ids agree for the first ", first, " of ", a.size());
+    if (first < a.size()) {
+        // The free-running texts part exactly where the teacher-forced argmaxes first differ.
+        CHECK(parted == first);
+        MESSAGE("there the CPU's logit of its own pick exceeds that of CUDA's pick by ", gap_at_parting);
+        CHECK(gap_at_parting < 2 * kInt8Logits);
     }
 }
 

@@ -114,8 +114,11 @@ TEST_CASE("cuda linear_gemv: f32, f16, int8 weights, bias, activations, fp16 and
     std::mt19937 rng(3);
     const cuda::Act acts[] = {cuda::Act::None, cuda::Act::ReLU, cuda::Act::GeluErf, cuda::Act::GeluTanh};
     for (const WType type : {WType::F32, WType::F16, WType::I8}) {
-        for (const int K : {96, 50}) {  // 96: the vector paths; 50: the element-wise fallback for int8
-            for (const int group : {32, 0}) {
+        // 96 and 1552 (16 x 97, two rounds of in-flight loads for f16, a partial round for int8):
+        // the 16-byte paths; 50: the element-wise fallback for int8 and 2-wide for f16.
+        for (const int K : {96, 50, 1552}) {
+            // int8 groups: 32, 48 and a whole row take the 16-byte path; 12 the 4-byte one.
+            for (const int group : {32, 0, 48, 12}) {
                 if (type != WType::I8 && group != 0) continue;
                 CAPTURE(test::wtype_name(type));
                 CAPTURE(K);
@@ -320,6 +323,9 @@ TEST_CASE("cuda attention: prefill and decode (online softmax over the cache) vs
     CHECK(attention_error(1, 12, 64, 1024, 700, rng) < 4e-3);
     CHECK(attention_error(1, 2, 256, 40, 33, rng) < 4e-3);   // the largest head_size
     CHECK(attention_error(3, 4, 32, 64, 50, rng, 4.0f) < 4e-3);  // peaked softmax
+    CHECK(attention_error(4, 3, 12, 70, 60, rng) < 4e-3);    // head_size not a multiple of 8 (element loads of K)
+    CHECK(attention_error(1, 3, 12, 70, 70, rng) < 4e-3);
+    CHECK(attention_error(1, 4, 64, 300, 33, rng) < 4e-3);   // one key past a chunk of 32
 }
 
 TEST_CASE("cuda attention_decode with store_row: writes the new K/V row into the cache, then attends to it") {
