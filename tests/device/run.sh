@@ -8,9 +8,11 @@
 #   tests/device/run.sh OUTDIR            the tests, the command line, the benchmarks
 #   tests/device/run.sh OUTDIR --profile  instead: where a decode step's time goes (kernel
 #       times from Nsight Compute, SM clocks while decoding, decode at short and long context)
+#   tests/device/run.sh OUTDIR --sanitize instead: the kernel tests under compute-sanitizer
+#       (memcheck: out-of-bounds and misaligned accesses; racecheck: shared-memory races)
 # Writes OUTDIR/run.log (everything), cuda_tests.log, bench.jsonl, figures.md, machine.txt.
 set -uo pipefail
-out=${1:?usage: tests/device/run.sh OUTDIR [--profile]}
+out=${1:?usage: tests/device/run.sh OUTDIR [--profile|--sanitize]}
 profile=${2:-}
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
@@ -67,6 +69,23 @@ export EMBER_SOURCE_DIR=$root EMBER_SHARED_DIR=$root/.device-carry/shared
 ember() { LD_LIBRARY_PATH="$libpath" "$bin/ember" "$@"; }
 
 work=$(mktemp -d /tmp/ember-device.XXXXXX)
+
+if [[ $profile == --sanitize ]]; then
+  step "compute-sanitizer on the CUDA kernel tests and one end-to-end test"
+  if ! command -v compute-sanitizer > /dev/null; then
+    echo "FAIL: no compute-sanitizer on this machine"; exit 1
+  fi
+  kernels='cuda embedding*,cuda layernorm*,cuda linear_gemv*,cuda dequantize*,cuda attention*,cuda kv_store*'
+  LD_LIBRARY_PATH="$libpath" timeout 200 compute-sanitizer --tool memcheck --error-exitcode 1 --print-limit 20 \
+    "$bin/ember_cuda_tests" -tc="$kernels,cuda context policies*" 2>&1 | tail -25
+  rc=${PIPESTATUS[0]}; echo "memcheck exit status: $rc"; (( rc != 0 )) && status=1
+  LD_LIBRARY_PATH="$libpath" timeout 120 compute-sanitizer --tool racecheck --error-exitcode 1 --print-limit 20 \
+    "$bin/ember_cuda_tests" -tc="cuda attention*,cuda layernorm_linear_gemv*" 2>&1 | tail -25
+  rc=${PIPESTATUS[0]}; echo "racecheck exit status: $rc"; (( rc != 0 )) && status=1
+  rm -rf "$work"
+  step "done in $(elapsed)s, status $status"
+  exit $status
+fi
 
 if [[ $profile == --profile ]]; then
   step "profile: decode at short and long context, SM clocks, kernel times (Nsight Compute)"
