@@ -206,7 +206,7 @@ TEST_CASE("cuda default model: greedy text for 200 tokens identical to the CPU b
 // greedy ids (both sessions fed the same tokens) the logits must stay within kInt8Logits of
 // each other, and where the two greedy texts part, the CPU's top two must lie within twice
 // that: a real fault (a wrong row, a stale cache) moves logits by whole units.
-TEST_CASE("cuda default model: int8 file, logits along 200 greedy tokens within 0.3 of the CPU's; texts part only at a near-tie") {
+TEST_CASE("cuda default model: int8 file, logits along 200 greedy tokens within 0.3 of the CPU's, texts parting only at a near-tie") {
     constexpr double kInt8Logits = 0.3;  // 0.188 measured on an H200, 2026-12-04
     auto c = default_model(convert::WeightDType::Int8);
     const Model& m = *c->model;
