@@ -84,9 +84,9 @@ void i8_block(const Args& a, int n) {
     const int8_t* w = static_cast<const int8_t*>(a.w) + static_cast<size_t>(n) * K;
     const float* ws = a.wscales + static_cast<size_t>(n) * gpr;
     const typename V::I flip = V::flip();
-    // Decode streams W once per token: prefetch the next block of R rows (R * K bytes ahead,
-    // chunk for chunk), more lines in flight than the hardware prefetcher keeps.
-    const size_t ahead = static_cast<size_t>(R) * K;
+    // Decode streams W once per token: kStreamAhead bytes ahead into L2 (linear_variants.h),
+    // more lines in flight than the hardware prefetcher keeps.
+    const size_t ahead = kStreamAhead;
     for (int t = 0; t < a.T; ++t) {
         const int8_t* x = a.xq + static_cast<size_t>(t) * K;
         const float* xs = a.xs + static_cast<size_t>(t) * gpr;
@@ -103,7 +103,7 @@ void i8_block(const Args& a, int n) {
                 surplus = V::dot(surplus, flip, vx);
                 for (int r = 0; r < R; ++r) {
                     const int8_t* wr = w + static_cast<size_t>(r) * K + k;
-                    if (kPrefetch) _mm_prefetch(reinterpret_cast<const char*>(wr) + ahead, _MM_HINT_T0);  // never faults
+                    if (kPrefetch) _mm_prefetch(reinterpret_cast<const char*>(wr) + ahead, _MM_HINT_T1);  // never faults
                     s[r] = V::dot(s[r], V::xor_(V::load(m, wr), flip), vx);
                 }
             }

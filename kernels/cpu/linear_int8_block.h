@@ -110,8 +110,15 @@ void i8_block(const Args& a, int n) {
     const int K = a.K, group = a.group, gpr = a.gpr;
     const int8_t* w = static_cast<const int8_t*>(a.w) + static_cast<size_t>(n) * K;
     const float* ws = a.wscales + static_cast<size_t>(n) * gpr;
-    // Decode streams W once per token: prefetch the next block of R rows (R * K bytes ahead).
+    // Decode streams W once per token. x86: kStreamAhead bytes ahead into L2 (linear_variants.h);
+    // ARM: the next block of R rows (R * K bytes ahead) into L1.
+#if defined(__x86_64__)
+    constexpr int kLocality = 2;  // prefetcht1
+    const size_t ahead = kStreamAhead;
+#else
+    constexpr int kLocality = 3;
     const size_t ahead = static_cast<size_t>(R) * K;
+#endif
     for (int t = 0; t < a.T; ++t) {
         const int8_t* x = a.xq + static_cast<size_t>(t) * K;
         const float* xs = a.xs + static_cast<size_t>(t) * gpr;
@@ -130,7 +137,7 @@ void i8_block(const Args& a, int n) {
                 D::step(st, vx);
                 for (int r = 0; r < R; ++r) {
                     const int8_t* wr = w + static_cast<size_t>(r) * K + k;
-                    if (kPrefetch) __builtin_prefetch(wr + ahead);  // a hint: never faults, past W's end included
+                    if (kPrefetch) __builtin_prefetch(wr + ahead, 0, kLocality);  // a hint: never faults, past W's end included
                     s[r] = D::dot(s[r], vx, D::load(wr));
                 }
             }
