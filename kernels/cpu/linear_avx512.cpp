@@ -163,8 +163,9 @@ struct GemmZmm {
 // row's sum starts at -128 * sum(x), so the xor-flipped W needs no correction after the group.
 // On a 2-core Xeon with AVX-512 VNNI (alternated runs of the lecture's full configuration;
 // docs/benchmarks.md) the kernel, then on ZMM (c9f0ec4), decoded 1.06x to 1.47x as fast on 1
-// thread as the 4-row kernel, whose prefetch one block (4 * K bytes) ahead is too close for
-// weights that come from L2 and L3, and 1.27x to 1.52x on 2 with 16 KiB ahead; 8 KiB ahead beat
+// thread as the 4-row kernel did then, whose prefetch one block (4 * K bytes) ahead into L1 was
+// too close for weights that come from L2 and L3 (it now prefetches kStreamAhead into L2), and
+// 1.27x to 1.52x on 2 with 16 KiB ahead; 8 KiB ahead beat
 // 4 KiB and 16 KiB, and 16 KiB 32 KiB.
 constexpr size_t kDecodeAhead = 8192;
 

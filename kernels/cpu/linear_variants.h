@@ -30,14 +30,16 @@ struct Args {
 // (linear.cpp), also what linear_kernel_name(const WeightView&) reports.
 bool takes_rows8_decode(bool cache_resident, int T, int K, int group);
 
-// Decode (T == 1) of int8 weights that are not cache_resident (weights.h: larger than the
-// last-level cache, so every token reads them from DRAM): on x86 the 4-row kernels
-// (linear_int8_block.h, linear_avx512.cpp) prefetch the line kStreamAhead bytes on from every
-// chunk they read, into L2 (prefetcht1), not L1. One block ahead into L1 kept too few lines in
+// Decode (T == 1) in the x86 4-row int8 kernels (linear_int8_block.h, linear_avx512.cpp):
+// every decode the 8-row kernel does not take (takes_rows8_decode), above all weights that are
+// not cache_resident (weights.h: larger than the last-level cache, so every token reads them
+// from DRAM). They prefetch the line kStreamAhead bytes on from every chunk they read, into L2
+// (prefetcht1), not L1. One block ahead into L1 kept too few lines in
 // flight: an L1 has few miss buffers. On a 2-vCPU AMD EPYC with AVX-512 VNNI (2026-12-04,
 // GPT-2 124M int8, alternated runs; docs/benchmarks.md) this took decode from about 84 to 196
 // tokens/s on one thread and from 155 to 240 on two; 16 KiB beat 8 and equalled 32 and 64.
-// ARM keeps one block ahead into L1: not measured there (qemu's speed means nothing).
+// Measured only for weights from DRAM; cache_resident weights with other group sizes take it
+// too. ARM keeps one block ahead into L1: not measured there (qemu's speed means nothing).
 constexpr size_t kStreamAhead = 16384;
 
 // Writes y[:, n_begin:n_end] (bias added). Int8 reads xq/xs, which a QuantizeFn wrote.

@@ -12,7 +12,9 @@
 //
 // One block per (query, head); the block's warps split the keys in chunks of 32 (chunk c to
 // warp c mod warps; a lane computes one key's score), each keeps its own running max, sum and
-// weighted v (lanes own head dimensions), and the warps' partial results are merged at the end. n_keys0 lives in device memory so a
+// weighted v (lanes own head dimensions, or with head_size a multiple of 8 four groups of 8
+// lanes each sum a quarter of the chunk's keys over 16-byte runs), and the warps' partial
+// results are merged at the end. n_keys0 lives in device memory so a
 // captured decode graph reads each step's value at replay.
 #pragma once
 

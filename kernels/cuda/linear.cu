@@ -190,6 +190,11 @@ __global__ void epilogue_kernel(const float* y, int T, int N, const float* bias,
     }
 }
 
+// row_dot's 2- and 4-wide paths read x as __half2: it must be 4-byte aligned.
+void check_x(const void* x, const char* what) {
+    if (reinterpret_cast<uintptr_t>(x) % 4 != 0) fail(what, ": x at ", x, " is not 4-byte aligned");
+}
+
 void check_view(const kernels::WeightView& w, const char* what) {
     if (w.rows < 1 || w.cols < 1 || !w.data) fail(what, ": empty weight [", w.rows, ", ", w.cols, "]");
     if (w.type == kernels::WType::I8 && (w.group_size < 1 || w.group_size > w.cols || !w.scales))
@@ -216,6 +221,7 @@ int grid_for(size_t total) {
 
 void linear_gemv(const __half* x, const kernels::WeightView& w, const float* bias, Act act, __half* y, cudaStream_t stream) {
     check_view(w, "linear_gemv");
+    check_x(x, "linear_gemv");
     const int blocks = (w.rows + kWarpsPerBlock - 1) / kWarpsPerBlock;
     gemv_kernel<__half><<<blocks, kWarpsPerBlock * 32, 0, stream>>>(x, w, bias, act, false, vec16_ok(w, x), y);
     EMBER_CUDA_CHECK(cudaGetLastError());
@@ -224,6 +230,7 @@ void linear_gemv(const __half* x, const kernels::WeightView& w, const float* bia
 void linear_gemv(const __half* x, const kernels::WeightView& w, const float* bias, Act act, bool accumulate, float* y,
                  cudaStream_t stream) {
     check_view(w, "linear_gemv");
+    check_x(x, "linear_gemv");
     const int blocks = (w.rows + kWarpsPerBlock - 1) / kWarpsPerBlock;
     gemv_kernel<float><<<blocks, kWarpsPerBlock * 32, 0, stream>>>(x, w, bias, act, accumulate, vec16_ok(w, x), y);
     EMBER_CUDA_CHECK(cudaGetLastError());

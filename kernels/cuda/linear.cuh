@@ -19,7 +19,8 @@
 
 namespace ember::cuda {
 
-// x [K] fp16; bias [N] f32 or null; y [N]. Throws ember::Error on a bad shape or launch.
+// x [K] fp16, 4-byte aligned (the arena's buffers are 256-byte aligned); bias [N] f32 or null;
+// y [N]. Throws ember::Error on a bad shape, a misaligned x or a failed launch.
 void linear_gemv(const __half* x, const kernels::WeightView& w, const float* bias, Act act, __half* y, cudaStream_t stream);
 // accumulate: y += result (residual), else y = result.
 void linear_gemv(const __half* x, const kernels::WeightView& w, const float* bias, Act act, bool accumulate, float* y,
