@@ -245,8 +245,9 @@ TEST_CASE("cuda default model: int8 file, logits along 200 greedy tokens within 
     const auto b = greedy_run(gpu, V, {0}, 200);
     size_t first = 0;
     while (first < a.size() && first < b.size() && a[first] == b[first]) ++first;
+    const std::string lead = parted < a.size() ? ", where the CPU's pick leads CUDA's by " + std::to_string(gap_at_parting) : "";
     MESSAGE("CPU and CUDA greedy ids agree for the first ", first, " of ", a.size(), "; teacher-forced argmaxes first differ at ",
-            parted, (parted < a.size() ? ", where the CPU's pick leads CUDA's by " : ""), (parted < a.size() ? gap_at_parting : 0.0));
+            parted, lead);
     CHECK(parted == first);
 }
 
