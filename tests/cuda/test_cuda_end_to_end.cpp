@@ -213,36 +213,43 @@ TEST_CASE("cuda default model: int8 file, logits along 200 greedy tokens within 
     auto c = default_model(convert::WeightDType::Int8);
     const Model& m = *c->model;
     const int V = m.config().vocab_size;
+    // One pass: the CPU session generates greedily (as greedy_run does) and the CUDA session is
+    // fed the same ids (teacher-forced); every step's logits are compared.
     Session cpu(m, options());
-    auto gpu_owner = make_session(m, options(), BackendKind::Cuda);
-    Session& gpu = *gpu_owner;
-    const auto a = greedy_run(cpu, V, {0}, 200);
-    // Teacher-forced: both sessions take the CPU's ids; compare every step's logits.
-    Session cpu2(m, options());
-    auto gpu2_owner = make_session(m, options(), BackendKind::Cuda);
-    Session& gpu2 = *gpu2_owner;
+    auto forced_owner = make_session(m, options(), BackendKind::Cuda);
+    Session& forced = *forced_owner;
+    SamplerOptions greedy;
+    greedy.temperature = 0.0f;
+    Sampler sampler(greedy, V, cpu.sampler_probs(), cpu.sampler_ids());
+    std::vector<int> a{0};
+    cpu.append(a.data(), 1);
+    forced.append(a.data(), 1);
     double worst = 0.0;
-    size_t parted = a.size();  // the first index of `a` whose CUDA argmax differs from the CPU's
+    size_t parted = 201;  // the first index of `a` whose CUDA argmax differs from the CPU's pick
     double gap_at_parting = 0.0;
-    for (size_t i = 0; i + 1 < a.size(); ++i) {
-        cpu2.append(&a[i], 1);
-        gpu2.append(&a[i], 1);
-        const float* lc = cpu2.logits();
-        const float* lg = gpu2.logits();
+    for (int step = 0; step < 200; ++step) {
+        const float* lc = cpu.logits();
+        const float* lg = forced.logits();
         for (int v = 0; v < V; ++v) {
             const double d = std::fabs(static_cast<double>(lc[v]) - lg[v]);
             worst = std::isfinite(d) ? std::max(worst, d) : 1e30;
         }
-        const int ac = static_cast<int>(std::max_element(lc, lc + V) - lc);
+        const int id = sampler.sample(lc);  // greedy: the first maximal index
         const int ag = static_cast<int>(std::max_element(lg, lg + V) - lg);
-        if (ac != ag && parted == a.size()) {
-            parted = i + 1;  // the logits after a[i] predict a[i + 1]
-            gap_at_parting = static_cast<double>(lc[ac]) - lc[ag];
+        a.push_back(id);
+        if (id != ag && parted == 201) {
+            parted = a.size() - 1;
+            gap_at_parting = static_cast<double>(lc[id]) - lc[ag];
+        }
+        if (step + 1 < 200) {
+            cpu.append(&id, 1);
+            forced.append(&id, 1);
         }
     }
     MESSAGE("max |CPU - CUDA| logit over 200 teacher-forced steps (int8): ", worst);
     CHECK(worst < kInt8Logits);
-    const auto b = greedy_run(gpu, V, {0}, 200);
+    auto gpu_owner = make_session(m, options(), BackendKind::Cuda);
+    const auto b = greedy_run(*gpu_owner, V, {0}, 200);
     size_t first = 0;
     while (first < a.size() && first < b.size() && a[first] == b[first]) ++first;
     const std::string lead = parted < a.size() ? ", where the CPU's pick leads CUDA's by " + std::to_string(gap_at_parting) : "";

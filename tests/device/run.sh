@@ -13,7 +13,8 @@
 # Writes OUTDIR/run.log (everything), cuda_tests.log, bench.jsonl, figures.md, machine.txt.
 set -uo pipefail
 out=${1:?usage: tests/device/run.sh OUTDIR [--profile|--sanitize]}
-profile=${2:-}
+mode=${2:-}
+case $mode in "" | --profile | --sanitize) ;; *) echo "tests/device/run.sh: unknown mode $mode (--profile or --sanitize)" >&2; exit 2 ;; esac
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
 cd "$(dirname "$0")/../.."
@@ -69,8 +70,13 @@ export EMBER_SOURCE_DIR=$root EMBER_SHARED_DIR=$root/.device-carry/shared
 ember() { LD_LIBRARY_PATH="$libpath" "$bin/ember" "$@"; }
 
 work=$(mktemp -d /tmp/ember-device.XXXXXX)
+finish() {
+  rm -rf "$work"
+  step "done in $(elapsed)s, status $status"
+  exit $status
+}
 
-if [[ $profile == --sanitize ]]; then
+if [[ $mode == --sanitize ]]; then
   step "compute-sanitizer on the CUDA kernel tests and one end-to-end test"
   if ! command -v compute-sanitizer > /dev/null; then
     echo "FAIL: no compute-sanitizer on this machine"; exit 1
@@ -82,12 +88,10 @@ if [[ $profile == --sanitize ]]; then
   LD_LIBRARY_PATH="$libpath" timeout 120 compute-sanitizer --tool racecheck --error-exitcode 1 --print-limit 20 \
     "$bin/ember_cuda_tests" -tc="cuda attention*,cuda layernorm_linear_gemv*" 2>&1 | tail -25
   rc=${PIPESTATUS[0]}; echo "racecheck exit status: $rc"; (( rc != 0 )) && status=1
-  rm -rf "$work"
-  step "done in $(elapsed)s, status $status"
-  exit $status
+  finish
 fi
 
-if [[ $profile == --profile ]]; then
+if [[ $mode == --profile ]]; then
   step "profile: decode at short and long context, SM clocks, kernel times (Nsight Compute)"
   timeout 120 python3 tools/make_bench_model.py -o "$work/lecture.pt" --text models/shakespeare_char.vocab.txt > /dev/null
   timeout 120 python3 tools/make_bench_nanogpt.py -o "$work/gpt2.pt" --vocab "$work/gpt2.vocab.txt" > /dev/null
@@ -129,9 +133,7 @@ PY
   else
     echo "no ncu on this machine"
   fi
-  rm -rf "$work"
-  step "done in $(elapsed)s, status $status"
-  exit $status
+  finish
 fi
 
 step "CUDA tests (ember_cuda_tests)"
@@ -160,7 +162,7 @@ for dt in f32 int8; do
 done
 head -c 300 "$work/gen.int8.cuda.txt"; echo
 if [[ -f $work/default.int8.ember ]]; then
-  LD_LIBRARY_PATH="$libpath" ember generate -m "$work/default.int8.ember" --backend cuda -n 100 --temperature 0.8 --top-k 20 --seed 7 | head -c 200; echo
+  ember generate -m "$work/default.int8.ember" --backend cuda -n 100 --temperature 0.8 --top-k 20 --seed 7 | head -c 200; echo
   for b in cpu cuda; do
     echo "eval int8 --backend $b: $(LD_LIBRARY_PATH="$libpath" timeout 90 "$bin/ember" eval -m "$work/default.int8.ember" --text .device-carry/shared/data/tinyshakespeare.txt --backend $b 2>&1)"
   done
@@ -199,6 +201,4 @@ fi
 
 step "figures"
 python3 tests/device/figures.py "$jsonl" "$out/machine.txt" > "$out/figures.md" && cat "$out/figures.md"
-rm -rf "$work"
-step "done in $(elapsed)s, status $status"
-exit $status
+finish
