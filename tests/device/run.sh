@@ -10,11 +10,19 @@
 #       times from Nsight Compute, SM clocks while decoding, decode at short and long context)
 #   tests/device/run.sh OUTDIR --sanitize instead: the kernel tests under compute-sanitizer
 #       (memcheck: out-of-bounds and misaligned accesses; racecheck: shared-memory races)
+#   tests/device/run.sh OUTDIR --peer DIR  the full run, then CUDA decode and prefill of this
+#       build and of an older one alternated, 3 rounds (DIR/bin/ember with DIR/lib/libember-cuda.so,
+#       e.g. .device-carry/peer: copy a previous .device-carry's bin and lib there)
 # Writes OUTDIR/run.log (everything), cuda_tests.log, bench.jsonl, figures.md, machine.txt.
 set -uo pipefail
 out=${1:?usage: tests/device/run.sh OUTDIR [--profile|--sanitize]}
 mode=${2:-}
-case $mode in "" | --profile | --sanitize) ;; *) echo "tests/device/run.sh: unknown mode $mode (--profile or --sanitize)" >&2; exit 2 ;; esac
+peer=""
+case $mode in
+  "" | --profile | --sanitize) ;;
+  --peer) peer=${3:?tests/device/run.sh OUTDIR --peer DIR}; [[ -x $peer/bin/ember ]] || { echo "tests/device/run.sh: no $peer/bin/ember" >&2; exit 2; }; peer=$(cd "$peer" && pwd) ;;
+  *) echo "tests/device/run.sh: unknown mode $mode (--profile, --sanitize or --peer DIR)" >&2; exit 2 ;;
+esac
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
 cd "$(dirname "$0")/../.."
@@ -197,6 +205,19 @@ if in_budget "GPT-2 bench"; then
   if in_budget "GPT-2 PyTorch peer"; then
     timeout 150 python3 bench/peer_torch_cuda.py "$work/gpt2.pt" --arch nanogpt | sed 's/^{/{"model":"gpt2-124m",/' | tee -a "$jsonl"
   fi
+fi
+
+if [[ -n $peer ]]; then
+  step "this build against the peer $peer, alternated (CUDA, int8, decode from one token and a block_size prefill)"
+  [[ -f $peer/BUILD_INFO ]] && cat "$peer/BUILD_INFO"
+  for round in 1 2 3; do
+    for b in "$bin/ember" "$peer/bin/ember"; do
+      for m in full gpt2; do
+        [[ -f $work/$m.int8.ember ]] || continue
+        echo "round $round, $m, $([[ $b == $peer/* ]] && echo peer || echo this): $(LD_LIBRARY_PATH="$libpath" timeout 60 "$b" bench -m "$work/$m.int8.ember" --backend cuda --runs 3 | grep -E '^(prefill|decode):' | tr -s ' ' | tr '\n' ' ')"
+      done
+    done
+  done
 fi
 
 step "figures"
