@@ -10,7 +10,10 @@ namespace ember::cuda {
 
 namespace {
 
-constexpr int kWarpsPerBlock = 4;
+// Warps (output rows) per block of the decode gemvs. On the H200, 8 decoded 3% (lecture full
+// config) to 6% (GPT-2 124M) faster than 4, 16 the same as 8, 2 and 32 slower (the
+// LayerNorm-fused kernel normalizes x once per block): tests/device/results/2026-12-04/.
+constexpr int kWarpsPerBlock = 8;
 
 template <typename OutT>
 __device__ __forceinline__ void store(OutT* y, size_t i, float v, bool accumulate) {
@@ -63,80 +66,54 @@ __device__ __forceinline__ float dot8_f16(const uint4& u, const __half* x) {
 }
 
 // Loads in flight per lane in the 16-byte paths: a decode gemv has few warps per SM, so a
-// warp that waits for one load at a time is bound by memory latency, not bandwidth. 8 covers
-// a 3072-wide int8 row (GPT-2's MLP projection: 6 runs a lane) in one batch.
-constexpr int kLoadsInFlight = 8;
-
-// One lane's batch of 16-byte runs of a weight row: runs j0, j0 + 32, ... (kLoadsInFlight of
-// them, those below the row's run count), and for int8 each run's group scale.
-struct Runs16 {
-    uint4 q[kLoadsInFlight];
-    float s[kLoadsInFlight];
-};
-
-// Number of 16-byte runs in a row of W: K / 16 int8 or K / 8 fp16 (vec16_ok holds).
-__device__ __forceinline__ int runs16(const kernels::WeightView& w) { return w.type == kernels::WType::I8 ? w.cols / 16 : w.cols / 8; }
-
-// Issues the loads of row n's runs j0 + 32 u (no use of them yet, so they are all in flight).
-__device__ __forceinline__ void load_runs16(const kernels::WeightView& w, int n, int j0, Runs16& r) {
-    const int runs = runs16(w);
-    const uint4* wr = static_cast<const uint4*>(w.data) + static_cast<size_t>(n) * runs;
-    const bool i8 = w.type == kernels::WType::I8;
-    const float* sc = i8 ? w.scales + static_cast<size_t>(n) * ((w.cols + w.group_size - 1) / w.group_size) : nullptr;
-#pragma unroll
-    for (int u = 0; u < kLoadsInFlight; ++u) {
-        const int j = j0 + 32 * u;
-        if (j < runs) {
-            r.q[u] = __ldg(wr + j);
-            r.s[u] = i8 ? __ldg(sc + j * 16 / w.group_size) : 1.0f;
-        }
-    }
-}
-
-// acc += the batch's share of W[n, :] . x.
-__device__ __forceinline__ void use_runs16(const kernels::WeightView& w, const Runs16& r, const __half* x, int j0, float& acc) {
-    const int runs = runs16(w);
-    if (w.type == kernels::WType::I8) {
-#pragma unroll
-        for (int u = 0; u < kLoadsInFlight; ++u) {
-            const int j = j0 + 32 * u;
-            if (j < runs) acc += dot16_i8(reinterpret_cast<const int4&>(r.q[u]), x + j * 16) * r.s[u];
-        }
-    } else {
-#pragma unroll
-        for (int u = 0; u < kLoadsInFlight; ++u) {
-            const int j = j0 + 32 * u;
-            if (j < runs) acc += dot8_f16(r.q[u], x + j * 8);
-        }
-    }
-}
-
-// This lane's share of W[n, :] . x through 16-byte loads, the first batch (runs lane,
-// lane + 32, ...) already loaded into first: the LayerNorm-fused gemv issues it before its
-// prologue, so the weights' latency overlaps the LayerNorm.
-__device__ __forceinline__ float row_dot16(const __half* x, const kernels::WeightView& w, int n, int lane, const Runs16& first) {
-    float acc = 0.0f;
-    use_runs16(w, first, x, lane, acc);
-    for (int j0 = lane + 32 * kLoadsInFlight; j0 < runs16(w); j0 += 32 * kLoadsInFlight) {
-        Runs16 r;
-        load_runs16(w, n, j0, r);
-        use_runs16(w, r, x, j0, acc);
-    }
-    return acc;
-}
+// warp that waits for one load at a time is bound by memory latency, not bandwidth.
+constexpr int kLoadsInFlight = 4;
 
 // This lane's share of W[n, :] . x (x fp16 [K], in global or shared memory); the caller
-// sums over the warp. vec16 (checked on the host, see vec16_ok): W (int8 or fp16) has
-// 16-byte aligned rows, x is 16-byte aligned and a 16-byte run of int8 W lies in one group,
-// so each lane loads 16 bytes of W at a time (row_dot16). Else 4 int8 or 2 fp16 per load
-// where K allows, element by element otherwise.
+// sums over the warp. vec16 (checked on the host, see vec16_ok): W's rows and x are 16-byte
+// aligned and a 16-byte run of W lies in one int8 group, so each lane loads 16 bytes of W at
+// a time, kLoadsInFlight of them before it uses any. Else 4 int8 or 2 fp16 per load where
+// K allows, element by element otherwise.
 __device__ __forceinline__ float row_dot(const __half* x, const kernels::WeightView& w, int n, int lane, bool vec16) {
     const int K = w.cols;
     float acc = 0.0f;
-    if (vec16) {
-        Runs16 first;
-        load_runs16(w, n, lane, first);
-        acc = row_dot16(x, w, n, lane, first);
+    if (vec16 && w.type == kernels::WType::I8) {
+        const int4* wr = reinterpret_cast<const int4*>(static_cast<const int8_t*>(w.data) + static_cast<size_t>(n) * K);
+        const float* sc = w.scales + static_cast<size_t>(n) * ((K + w.group_size - 1) / w.group_size);
+        const int runs = K / 16;
+        for (int j0 = lane; j0 < runs; j0 += 32 * kLoadsInFlight) {
+            int4 q[kLoadsInFlight];
+            float s[kLoadsInFlight];
+#pragma unroll
+            for (int u = 0; u < kLoadsInFlight; ++u) {
+                const int j = j0 + 32 * u;
+                if (j < runs) {
+                    q[u] = __ldg(wr + j);
+                    s[u] = __ldg(sc + j * 16 / w.group_size);
+                }
+            }
+#pragma unroll
+            for (int u = 0; u < kLoadsInFlight; ++u) {
+                const int j = j0 + 32 * u;
+                if (j < runs) acc += dot16_i8(q[u], x + j * 16) * s[u];
+            }
+        }
+    } else if (vec16 && w.type == kernels::WType::F16) {
+        const uint4* wr = reinterpret_cast<const uint4*>(static_cast<const __half*>(w.data) + static_cast<size_t>(n) * K);
+        const int runs = K / 8;
+        for (int j0 = lane; j0 < runs; j0 += 32 * kLoadsInFlight) {
+            uint4 q[kLoadsInFlight];
+#pragma unroll
+            for (int u = 0; u < kLoadsInFlight; ++u) {
+                const int j = j0 + 32 * u;
+                if (j < runs) q[u] = __ldg(wr + j);
+            }
+#pragma unroll
+            for (int u = 0; u < kLoadsInFlight; ++u) {
+                const int j = j0 + 32 * u;
+                if (j < runs) acc += dot8_f16(q[u], x + j * 8);
+            }
+        }
     } else if (w.type == kernels::WType::I8 && K % 4 == 0 && w.group_size % 4 == 0) {
         // Four int8 weights per load; a 4-aligned run of 4 lies in one group (group_size % 4 == 0).
         const int8_t* wr = static_cast<const int8_t*>(w.data) + static_cast<size_t>(n) * K;
@@ -175,19 +152,13 @@ __global__ void gemv_kernel(const __half* x, kernels::WeightView w, const float*
 
 // LayerNorm fused in front of the gemv: each block normalizes x [K] (f32, the residual
 // stream) into fp16 in shared memory, as layernorm() would write it, then its warps take
-// one output row each. Saves a launch and the round trip of xn; with vec16 each warp's
-// first batch of weight loads is in flight while the block computes the LayerNorm.
+// one output row each. Saves a launch and the round trip of xn.
 __global__ void layernorm_gemv_kernel(const float* x, const float* ln_w, const float* ln_b, float eps, kernels::WeightView w,
                                       const float* bias, Act act, bool vec16, __half* y) {
     extern __shared__ __align__(16) unsigned char smem[];
     __half* xn = reinterpret_cast<__half*>(smem);
     __shared__ float red[32];
     const int K = w.cols;
-    const int lane = threadIdx.x & 31;
-    const int n = blockIdx.x * kWarpsPerBlock + (threadIdx.x >> 5);
-    // The row's first batch of weights is loaded before the LayerNorm, which does not need it.
-    Runs16 first;
-    if (vec16 && n < w.rows) load_runs16(w, n, lane, first);
     float s = 0.0f;
     for (int i = threadIdx.x; i < K; i += blockDim.x) s += x[i];
     const float mean = block_sum(s, red) / static_cast<float>(K);
@@ -199,8 +170,10 @@ __global__ void layernorm_gemv_kernel(const float* x, const float* ln_w, const f
     const float rstd = rsqrtf(block_sum(v, red) / static_cast<float>(K) + eps);
     for (int i = threadIdx.x; i < K; i += blockDim.x) xn[i] = __float2half((x[i] - mean) * rstd * ln_w[i] + (ln_b ? ln_b[i] : 0.0f));
     __syncthreads();
+    const int lane = threadIdx.x & 31;
+    const int n = blockIdx.x * kWarpsPerBlock + (threadIdx.x >> 5);
     if (n >= w.rows) return;
-    const float acc = warp_sum(vec16 ? row_dot16(xn, w, n, lane, first) : row_dot(xn, w, n, lane, false));
+    const float acc = warp_sum(row_dot(xn, w, n, lane, vec16));
     if (lane == 0) y[n] = __float2half(activate(act, acc + (bias ? bias[n] : 0.0f)));
 }
 
