@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <random>
 #include <string>
 #include <vector>
@@ -229,6 +230,25 @@ TEST_CASE("linear int8: signed x signed extremes (-128 in W, +-127 in x) give th
         for (size_t i = 0; i < y.size(); ++i) CHECK(y[i] == doctest::Approx(exact[i]).epsilon(1e-6));
     }
     }
+}
+
+// scripts/cross-aarch64.sh runs the suite under qemu twice and names the level each emulated
+// CPU must give (i8mm with -cpu max, neon with -cpu cortex-a57), so that a pass meant to run the
+// NEON kernels cannot quietly run the dotprod ones. Unset (a native run): the level is only shown.
+TEST_CASE("CPU levels: the highest level detected here is EMBER_EXPECT_CPU_LEVEL, where a run names one") {
+    const CpuLevel detected = cpu_level_clamp(CpuLevel::I8mm, detect_cpu_features());
+    const CpuLevel detected_x86 = cpu_level_clamp(CpuLevel::Avx512, detect_cpu_features());
+    const CpuLevel highest = detected != CpuLevel::Plain ? detected : detected_x86;
+    const char* expect = std::getenv("EMBER_EXPECT_CPU_LEVEL");
+    const std::string shown = std::string("highest CPU level detected: ") + cpu_level_name(highest) +
+                              (expect ? "" : " (EMBER_EXPECT_CPU_LEVEL unset: not checked)");
+    MESSAGE(shown);
+    if (!expect) return;
+    const std::string expected = expect;
+    CpuLevel want = CpuLevel::Plain;
+    INFO("EMBER_EXPECT_CPU_LEVEL=" << expected);
+    REQUIRE(parse_cpu_level(expect, &want));
+    CHECK(std::string(cpu_level_name(highest)) == std::string(cpu_level_name(want)));
 }
 
 TEST_CASE("CPU levels: clamped to what the CPU has, named and parsed, and the kernel names say which ran") {
