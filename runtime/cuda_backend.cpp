@@ -18,10 +18,6 @@ namespace {
 
 constexpr size_t kDeviceAlign = 256;
 constexpr size_t kWorkspaceBytes = 4u << 20;  // cuBLASLt workspace
-// The last row's logits take the LayerNorm-fused product when lm_head has at most this many
-// rows: each of its blocks (8 rows) normalizes x again, which a char vocabulary (65 rows: 9
-// blocks) repeats a few times and GPT-2's 50257 rows (6,283 blocks) thousands of times.
-constexpr int kFuseFinalMaxVocab = 8192;
 
 size_t align_up(size_t n) { return (n + kDeviceAlign - 1) / kDeviceAlign * kDeviceAlign; }
 
@@ -289,13 +285,8 @@ void CudaBackend::enqueue_forward(int T, bool all_rows) {
         cuda::layernorm(x, T, C, w_.ln_f_w, w_.ln_f_b, c.ln_eps, xn, stream_);
         linear(xn, T, w_.lm_head, w_.lm_head_b, false, logits);
     } else {
-        const float* last = x + static_cast<size_t>(T - 1) * C;
-        if (w_.lm_head.rows <= kFuseFinalMaxVocab) {  // one launch: the final LayerNorm in front of lm_head
-            cuda::layernorm_linear_gemv(last, w_.ln_f_w, w_.ln_f_b, c.ln_eps, w_.lm_head, w_.lm_head_b, cuda::Act::None, logits, stream_);
-        } else {
-            cuda::layernorm(last, 1, C, w_.ln_f_w, w_.ln_f_b, c.ln_eps, xn, stream_);
-            cuda::linear_gemv(xn, w_.lm_head, w_.lm_head_b, cuda::Act::None, false, logits, stream_);
-        }
+        cuda::layernorm(x + static_cast<size_t>(T - 1) * C, 1, C, w_.ln_f_w, w_.ln_f_b, c.ln_eps, xn, stream_);
+        cuda::linear_gemv(xn, w_.lm_head, w_.lm_head_b, cuda::Act::None, false, logits, stream_);
     }
 }
 

@@ -153,9 +153,8 @@ __global__ void gemv_kernel(const __half* x, kernels::WeightView w, const float*
 // LayerNorm fused in front of the gemv: each block normalizes x [K] (f32, the residual
 // stream) into fp16 in shared memory, as layernorm() would write it, then its warps take
 // one output row each. Saves a launch and the round trip of xn.
-template <typename OutT>
 __global__ void layernorm_gemv_kernel(const float* x, const float* ln_w, const float* ln_b, float eps, kernels::WeightView w,
-                                      const float* bias, Act act, bool vec16, OutT* y) {
+                                      const float* bias, Act act, bool vec16, __half* y) {
     extern __shared__ __align__(16) unsigned char smem[];
     __half* xn = reinterpret_cast<__half*>(smem);
     __shared__ float red[32];
@@ -175,7 +174,7 @@ __global__ void layernorm_gemv_kernel(const float* x, const float* ln_w, const f
     const int n = blockIdx.x * kWarpsPerBlock + (threadIdx.x >> 5);
     if (n >= w.rows) return;
     const float acc = warp_sum(row_dot(xn, w, n, lane, vec16));
-    if (lane == 0) store(y, n, activate(act, acc + (bias ? bias[n] : 0.0f)), false);
+    if (lane == 0) y[n] = __float2half(activate(act, acc + (bias ? bias[n] : 0.0f)));
 }
 
 __global__ void dequantize_kernel(kernels::WeightView w, __half* out) {
@@ -240,26 +239,14 @@ void linear_gemv(const __half* x, const kernels::WeightView& w, const float* bia
     EMBER_CUDA_CHECK(cudaGetLastError());
 }
 
-// Both outputs of layernorm_linear_gemv: K bounded by shared memory, one launch.
-template <typename OutT>
-void launch_layernorm_gemv(const float* x, const float* ln_w, const float* ln_b, float eps, const kernels::WeightView& w,
-                           const float* bias, Act act, OutT* y, cudaStream_t stream) {
+void layernorm_linear_gemv(const float* x, const float* ln_w, const float* ln_b, float eps, const kernels::WeightView& w,
+                           const float* bias, Act act, __half* y, cudaStream_t stream) {
     check_view(w, "layernorm_linear_gemv");
     const size_t smem = static_cast<size_t>(w.cols) * sizeof(__half);
     if (smem > kMaxLayerNormGemvCols * sizeof(__half)) fail("layernorm_linear_gemv: ", w.cols, " columns, at most ", kMaxLayerNormGemvCols);
     const int blocks = (w.rows + kWarpsPerBlock - 1) / kWarpsPerBlock;
-    layernorm_gemv_kernel<OutT><<<blocks, kWarpsPerBlock * 32, smem, stream>>>(x, ln_w, ln_b, eps, w, bias, act, vec16_ok(w, nullptr, true), y);
+    layernorm_gemv_kernel<<<blocks, kWarpsPerBlock * 32, smem, stream>>>(x, ln_w, ln_b, eps, w, bias, act, vec16_ok(w, nullptr, true), y);
     EMBER_CUDA_CHECK(cudaGetLastError());
-}
-
-void layernorm_linear_gemv(const float* x, const float* ln_w, const float* ln_b, float eps, const kernels::WeightView& w,
-                           const float* bias, Act act, __half* y, cudaStream_t stream) {
-    launch_layernorm_gemv(x, ln_w, ln_b, eps, w, bias, act, y, stream);
-}
-
-void layernorm_linear_gemv(const float* x, const float* ln_w, const float* ln_b, float eps, const kernels::WeightView& w,
-                           const float* bias, Act act, float* y, cudaStream_t stream) {
-    launch_layernorm_gemv(x, ln_w, ln_b, eps, w, bias, act, y, stream);
 }
 
 void dequantize_f16(const kernels::WeightView& w, __half* out, cudaStream_t stream) {

@@ -32,9 +32,6 @@ void linear_gemv(const __half* x, const kernels::WeightView& w, const float* bia
 constexpr int kMaxLayerNormGemvCols = 16384;
 void layernorm_linear_gemv(const float* x, const float* ln_w, const float* ln_b, float eps, const kernels::WeightView& w,
                            const float* bias, Act act, __half* y, cudaStream_t stream);
-// The same with y [N] f32 (the logits: the final LayerNorm and lm_head in one launch).
-void layernorm_linear_gemv(const float* x, const float* ln_w, const float* ln_b, float eps, const kernels::WeightView& w,
-                           const float* bias, Act act, float* y, cudaStream_t stream);
 
 // out [rows, cols] fp16 = W dequantized (any dtype; f16 is copied). Throws ember::Error.
 void dequantize_f16(const kernels::WeightView& w, __half* out, cudaStream_t stream);

@@ -160,7 +160,7 @@ TEST_CASE("cuda linear_gemv: f32, f16, int8 weights, bias, activations, fp16 and
     }
 }
 
-TEST_CASE("cuda layernorm_linear_gemv (decode: LayerNorm fused in front), fp16 and f32 out, vs layernorm_ref, fp16 rounding, linear_ref") {
+TEST_CASE("cuda layernorm_linear_gemv (decode: LayerNorm fused in front) vs layernorm_ref, fp16 rounding, linear_ref") {
     std::mt19937 rng(9);
     for (const WType type : {WType::F32, WType::F16, WType::I8}) {
         for (const int K : {96, 50, 384}) {
@@ -187,16 +187,6 @@ TEST_CASE("cuda layernorm_linear_gemv (decode: LayerNorm fused in front), fp16 a
                 // landing the other way (f32 statistics summed in another order): 2^-11 of scale.
                 int bad = 0;
                 for (int n = 0; n < N; ++n) bad += !(std::fabs(y[n] - ref[n]) <= 1e-3 * (1.0 + std::fabs(ref[n])) + 5e-4 * scale[n]);
-                CHECK(bad == 0);
-                // f32 out (the logits' form), no activation: no output rounding, the same
-                // normalized row.
-                const auto ref32 = linear_act_ref(xn, 1, w.host, bias.data(), cuda::Act::None);
-                DeviceBuffer<float> d_y32(N);
-                cuda::layernorm_linear_gemv(d_x.get(), d_lw.get(), ln_bias ? d_lb.get() : nullptr, 1e-5f, w.device, d_b.get(),
-                                            cuda::Act::None, d_y32.get(), nullptr);
-                const auto y32 = d_y32.download();
-                bad = 0;
-                for (int n = 0; n < N; ++n) bad += !(std::fabs(y32[n] - ref32[n]) <= 1e-5 * (1.0 + std::fabs(ref32[n])) + 5e-4 * scale[n]);
                 CHECK(bad == 0);
             }
         }
