@@ -227,9 +227,19 @@ TEST_CASE("thread pool parallel_for covers 0 to n - 1 once, in ranges that are m
     }
 }
 
+namespace {
+// Idle clocks for the thread pool's retry rule: one that counts a whole idle core (every
+// back-off ends in a retry), one that never moves (no CPU was ever idle: no retry).
+double always_idle() {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+double never_idle() { return 0.0; }
+}  // namespace
+
 TEST_CASE("thread pool runs on the caller alone while its worker is slower than none, then measures again") {
     using std::chrono::milliseconds;
     ThreadPool pool(2);
+    pool.set_idle_clock(&always_idle);  // this test is about the measuring, not the idle check
     // A worker that sleeps in every task: what a worker descheduled by another process costs.
     // The caller's tasks take 20 us each, so that the worker claims one in every dispatch (a
     // dispatch the caller runs alone is not measured).
@@ -265,6 +275,56 @@ TEST_CASE("thread pool runs on the caller alone while its worker is slower than 
     wrong += dispatch();
     CHECK(wrong == 0);
     CHECK(pool.solo_dispatches() == 11);
+    CHECK(pool.skipped_retries() == 0);
+}
+
+TEST_CASE("thread pool retries its workers after a back-off only if the CPUs were idle during it") {
+    using std::chrono::milliseconds;
+    ThreadPool pool(2);
+    pool.set_idle_clock(&never_idle);
+    std::atomic<int> ran{0};
+    // A worker that sleeps in every task, as in the test above, until the pool goes solo.
+    auto dispatch = [&] {
+        pool.run(8, [&](int, int thread) {
+            if (thread != 0) {
+                std::this_thread::sleep_for(milliseconds(1));
+            } else {
+                const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(20);
+                while (std::chrono::steady_clock::now() < until) {
+                }
+            }
+            ran.fetch_add(1);
+        });
+    };
+    for (int i = 0; i < 2000 && pool.solo_dispatches() == 0; ++i) dispatch();
+    REQUIRE(pool.solo_dispatches() == 1);
+    // The back-off passes with no idle CPU time: the next dispatch stays on the caller and the
+    // back-off starts again (doubled), with no retry.
+    std::this_thread::sleep_for(milliseconds(ThreadPool::kMinBackoffNs / 1'000'000 + 5));
+    dispatch();
+    CHECK(pool.skipped_retries() == 1);
+    CHECK(pool.solo_dispatches() == 2);
+    // Idle CPUs from now on: once that back-off (40 ms) is over, the workers are tried again.
+    pool.set_idle_clock(&always_idle);
+    std::this_thread::sleep_for(milliseconds(2 * ThreadPool::kMinBackoffNs / 1'000'000 + 5));
+    dispatch();
+    CHECK(pool.skipped_retries() == 1);
+    CHECK(pool.solo_dispatches() == 2);
+    CHECK(ran.load() == 8 * (static_cast<int>(pool.dispatches())));
+}
+
+TEST_CASE("thread pool idle clock: /proc/stat's idle time of this process's CPUs, in seconds, never decreasing") {
+    const auto t0 = std::chrono::steady_clock::now();
+    const double a = ThreadPool::proc_stat_idle_seconds();
+    REQUIRE(a >= 0.0);  // Linux: /proc/stat has a line per CPU
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    const double b = ThreadPool::proc_stat_idle_seconds();
+    const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    CHECK(b >= a);
+    // No more idle time than every CPU this process may use idle all along, plus two clock
+    // ticks (10 ms at USER_HZ 100) each for the readings' rounding.
+    const double cpus = ThreadPool::default_threads();
+    CHECK(b - a <= cpus * (elapsed + 0.02));
 }
 
 TEST_CASE("last_level_cache_bytes reads sysfs: at least the L1 data cache where sysfs describes one") {

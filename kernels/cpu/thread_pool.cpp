@@ -1,6 +1,11 @@
 #include "kernels/cpu/thread_pool.h"
 
+#include <fcntl.h>
 #include <sched.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
 
 #include <chrono>
 
@@ -82,7 +87,9 @@ void ThreadPool::run_solo(int n_tasks, TaskFn fn, void* ctx) {
 // run on the caller alone for the back-off (doubled for the next failure), else reset it.
 void ThreadPool::judge_window() {
     if (window_took_ns_ > window_alone_ns_) {
-        solo_until_ns_ = now_ns() + backoff_ns_;
+        solo_t0_ns_ = now_ns();
+        solo_idle0_ = idle_clock_();
+        solo_until_ns_ = solo_t0_ns_ + backoff_ns_;
         backoff_ns_ = backoff_ns_ * 2 < kMaxBackoffNs ? backoff_ns_ * 2 : kMaxBackoffNs;
     } else {
         backoff_ns_ = kMinBackoffNs;
@@ -94,8 +101,20 @@ void ThreadPool::judge_window() {
 void ThreadPool::dispatch(int n_tasks, TaskFn fn, void* ctx) {
     ++dispatches_;
     if (solo_until_ns_ > 0) {
-        if (now_ns() < solo_until_ns_) return run_solo(n_tasks, fn, ctx);
-        solo_until_ns_ = 0;  // the back-off is over: measure the workers again
+        const int64_t now = now_ns();
+        if (now < solo_until_ns_) return run_solo(n_tasks, fn, ctx);
+        // The back-off is over. Were the CPUs idle enough during it for a worker to run?
+        const double idle = idle_clock_();
+        const double wanted = kRetryIdleShare * static_cast<double>(workers_.size()) * static_cast<double>(now - solo_t0_ns_) * 1e-9;
+        if (solo_idle0_ >= 0.0 && idle >= 0.0 && idle - solo_idle0_ < wanted) {
+            ++skipped_retries_;  // no: another back-off on the caller, no retry
+            solo_t0_ns_ = now;
+            solo_idle0_ = idle;
+            solo_until_ns_ = now + backoff_ns_;
+            backoff_ns_ = backoff_ns_ * 2 < kMaxBackoffNs ? backoff_ns_ * 2 : kMaxBackoffNs;
+            return run_solo(n_tasks, fn, ctx);
+        }
+        solo_until_ns_ = 0;  // measure the workers again
     }
     const int64_t t0 = now_ns();
     fn_ = fn;
@@ -119,6 +138,53 @@ void ThreadPool::dispatch(int n_tasks, TaskFn fn, void* ctx) {
     window_took_ns_ += t2 - t0;
     window_alone_ns_ += (t1 - t0) * n_tasks / own;
     if (++window_n_ >= kWindow && window_took_ns_ >= kWindowNs) judge_window();
+}
+
+double ThreadPool::proc_stat_idle_seconds() {
+    cpu_set_t mine;
+    CPU_ZERO(&mine);
+    if (sched_getaffinity(0, sizeof mine, &mine) != 0) return -1.0;
+    const long hz = sysconf(_SC_CLK_TCK);
+    const int fd = open("/proc/stat", O_RDONLY | O_CLOEXEC);
+    if (fd < 0 || hz <= 0) {
+        if (fd >= 0) close(fd);
+        return -1.0;
+    }
+    // The per-CPU lines ("cpuN user nice system idle iowait ...") come first; read them in
+    // pieces into a fixed buffer (no allocation: this runs in decode, once per back-off).
+    char buf[4096];
+    size_t have = 0;
+    bool eof = false;
+    long long ticks = 0;
+    int cpus_seen = 0;
+    for (;;) {
+        char* nl = static_cast<char*>(memchr(buf, '\n', have));
+        if (!nl) {
+            if (eof || have == sizeof buf) break;  // the end, or a line longer than the buffer
+            const ssize_t got = read(fd, buf + have, sizeof buf - have);
+            if (got <= 0) {
+                eof = true;
+            } else {
+                have += static_cast<size_t>(got);
+            }
+            continue;
+        }
+        *nl = '\0';
+        int cpu = -1;
+        unsigned long long user, nice, system, idle, iowait;
+        if (buf[0] == 'c' && buf[1] == 'p' && buf[2] == 'u' && buf[3] >= '0' && buf[3] <= '9' &&
+            sscanf(buf + 3, "%d %llu %llu %llu %llu %llu", &cpu, &user, &nice, &system, &idle, &iowait) == 6) {
+            ++cpus_seen;
+            if (cpu >= 0 && cpu < CPU_SETSIZE && CPU_ISSET(cpu, &mine)) ticks += static_cast<long long>(idle + iowait);
+        } else if (cpus_seen > 0) {
+            break;  // past the CPU lines
+        }
+        const size_t used = static_cast<size_t>(nl - buf) + 1;
+        memmove(buf, nl + 1, have - used);
+        have -= used;
+    }
+    close(fd);
+    return cpus_seen > 0 ? static_cast<double>(ticks) / static_cast<double>(hz) : -1.0;
 }
 
 void ThreadPool::work_loop(int thread) {

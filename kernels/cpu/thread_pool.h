@@ -17,7 +17,10 @@
 // dispatches and kWindowNs at least, below) took longer than the caller alone would have, the
 // pool runs every task on the caller
 // (workers sleep) for a back-off of 20 ms, doubled on each failed retry up to 640 ms, then
-// tries the workers again. On a quiet machine the windows pass and nothing changes.
+// tries the workers again, but only if the CPUs it may run on were idle, during the back-off,
+// for at least half a core per worker (the idle clock below: /proc/stat); else it stays on the
+// caller for another back-off without trying, since a retry beside a busy core costs a stall.
+// On a quiet machine the windows pass and nothing changes.
 // The estimate takes the caller's rate beside the workers for its rate alone; where the
 // threads share the memory bandwidth (decode of a model larger than the caches) the caller
 // alone runs faster than that, so the pool may keep workers that gain little or nothing.
@@ -106,6 +109,18 @@ public:
     static constexpr int64_t kMinBackoffNs = 20'000'000;
     static constexpr int64_t kMaxBackoffNs = 640'000'000;
 
+    // Idle CPU time in seconds since some fixed point, summed over the CPUs this process may
+    // run on; negative where unknown (then every back-off ends in a retry). The default reads
+    // /proc/stat (idle + iowait, in USER_HZ ticks); tests set their own.
+    using IdleClock = double (*)();
+    static double proc_stat_idle_seconds();
+    void set_idle_clock(IdleClock clock) { idle_clock_ = clock; }
+    // A back-off ends in a retry when the idle time over it was at least this share of a core
+    // per worker.
+    static constexpr double kRetryIdleShare = 0.5;
+    // Back-offs extended without a retry (the CPUs were busy); for tests and benchmarks.
+    long skipped_retries() const { return skipped_retries_; }
+
     // The number of threads to use when the caller asks for 0: the cores this process may run
     // on (sched_getaffinity: taskset, a cgroup cpuset), else std::thread::hardware_concurrency.
     static int default_threads();
@@ -135,6 +150,10 @@ private:
     int window_n_ = 0;
     int64_t solo_until_ns_ = 0;  // > 0: run on the caller alone until this steady_clock time
     int64_t backoff_ns_ = kMinBackoffNs;
+    IdleClock idle_clock_ = &ThreadPool::proc_stat_idle_seconds;
+    double solo_idle0_ = -1.0;  // the idle clock when the back-off began
+    int64_t solo_t0_ns_ = 0;
+    long skipped_retries_ = 0;
     long solo_dispatches_ = 0;
     long dispatches_ = 0;
 };
