@@ -80,7 +80,27 @@ int ThreadPool::drain(uint32_t generation, int thread) {
 
 void ThreadPool::run_solo(int n_tasks, TaskFn fn, void* ctx) {
     for (int i = 0; i < n_tasks; ++i) fn(ctx, i, 0);
+}
+
+bool ThreadPool::solo_now() {
+    if (solo_until_ns_ == 0) return false;
+    const int64_t now = now_ns();
+    if (now >= solo_until_ns_) {
+        // The back-off is over. Were the CPUs idle enough during it for a worker to run?
+        const double idle = idle_clock_();
+        const double wanted = kRetryIdleShare * static_cast<double>(workers_.size()) * static_cast<double>(now - solo_t0_ns_) * 1e-9;
+        if (solo_idle0_ < 0.0 || idle < 0.0 || idle - solo_idle0_ >= wanted) {
+            solo_until_ns_ = 0;  // yes: measure the workers again
+            return false;
+        }
+        ++skipped_retries_;  // no: another back-off on the caller, no retry
+        solo_t0_ns_ = now;
+        solo_idle0_ = idle;
+        solo_until_ns_ = now + backoff_ns_;
+        backoff_ns_ = backoff_ns_ * 2 < kMaxBackoffNs ? backoff_ns_ * 2 : kMaxBackoffNs;
+    }
     ++solo_dispatches_;
+    return true;
 }
 
 // After kWindow measured dispatches: if they took longer than the caller alone would have,
@@ -100,22 +120,7 @@ void ThreadPool::judge_window() {
 
 void ThreadPool::dispatch(int n_tasks, TaskFn fn, void* ctx) {
     ++dispatches_;
-    if (solo_until_ns_ > 0) {
-        const int64_t now = now_ns();
-        if (now < solo_until_ns_) return run_solo(n_tasks, fn, ctx);
-        // The back-off is over. Were the CPUs idle enough during it for a worker to run?
-        const double idle = idle_clock_();
-        const double wanted = kRetryIdleShare * static_cast<double>(workers_.size()) * static_cast<double>(now - solo_t0_ns_) * 1e-9;
-        if (solo_idle0_ >= 0.0 && idle >= 0.0 && idle - solo_idle0_ < wanted) {
-            ++skipped_retries_;  // no: another back-off on the caller, no retry
-            solo_t0_ns_ = now;
-            solo_idle0_ = idle;
-            solo_until_ns_ = now + backoff_ns_;
-            backoff_ns_ = backoff_ns_ * 2 < kMaxBackoffNs ? backoff_ns_ * 2 : kMaxBackoffNs;
-            return run_solo(n_tasks, fn, ctx);
-        }
-        solo_until_ns_ = 0;  // measure the workers again
-    }
+    if (solo_now()) return run_solo(n_tasks, fn, ctx);
     const int64_t t0 = now_ns();
     fn_ = fn;
     ctx_ = ctx;

@@ -82,6 +82,14 @@ public:
     template <typename F>
     void parallel_for(int n, int grain, F&& f) {
         if (n <= 0) return;
+        if (!workers_.empty() && n > grain) {
+            // On the caller alone (backing off), one range, as a pool of one thread would run it.
+            if (solo_now()) {
+                ++dispatches_;
+                f(0, n, 0);
+                return;
+            }
+        }
         if (grain < 1) grain = 1;
         const int units = (n + grain - 1) / grain;
         const int most = size() * kPiecesPerThread;
@@ -131,6 +139,9 @@ private:
     void work_loop(int thread);
     int drain(uint32_t generation, int thread);
     void run_solo(int n_tasks, TaskFn fn, void* ctx);
+    // Whether this dispatch runs on the caller alone (a back-off; counted as solo), ending or
+    // extending the back-off when it is over (the idle check).
+    bool solo_now();
     void judge_window();
 
     std::vector<std::thread> workers_;
