@@ -267,15 +267,34 @@ TEST_CASE("thread pool runs on the caller alone while its worker is slower than 
     for (int i = 0; i < 2000 && pool.solo_dispatches() == 0; ++i) wrong += dispatch();
     CHECK(wrong == 0);
     REQUIRE(pool.solo_dispatches() == 1);  // one window measured slower: the next dispatch ran alone
+    // No idle CPU while these run, so that a back-off that ends among them (the machine busy
+    // with other tests) is extended rather than retried: all 10 stay on the caller.
+    pool.set_idle_clock(&never_idle);
     for (int i = 0; i < 10; ++i) wrong += dispatch();
     CHECK(wrong == 0);
     CHECK(pool.solo_dispatches() == 11);
-    // After the first back-off the workers are measured again: the next dispatch is not solo.
-    std::this_thread::sleep_for(milliseconds(ThreadPool::kMinBackoffNs / 1'000'000 + 5));
+    // After the back-off (20 ms, or 40 if one was extended) the workers are measured again: the
+    // next dispatch is not solo.
+    pool.set_idle_clock(&always_idle);
+    std::this_thread::sleep_for(milliseconds(2 * ThreadPool::kMinBackoffNs / 1'000'000 + 5));
     wrong += dispatch();
     CHECK(wrong == 0);
     CHECK(pool.solo_dispatches() == 11);
-    CHECK(pool.skipped_retries() == 0);
+    // parallel_for while backing off: the caller gets the whole range in one call.
+    for (int i = 0; i < 2000 && pool.solo_dispatches() == 11; ++i) wrong += dispatch();
+    REQUIRE(pool.solo_dispatches() == 12);
+    pool.set_idle_clock(&never_idle);
+    const long dispatches = pool.dispatches();
+    std::atomic<int> calls{0};
+    pool.parallel_for(100, 4, [&](int begin, int end, int thread) {
+        calls.fetch_add(1);
+        CHECK(begin == 0);
+        CHECK(end == 100);
+        CHECK(thread == 0);
+    });
+    CHECK(calls.load() == 1);
+    CHECK(pool.dispatches() == dispatches + 1);
+    CHECK(pool.solo_dispatches() == 13);
 }
 
 TEST_CASE("thread pool retries its workers after a back-off only if the CPUs were idle during it") {
@@ -304,12 +323,18 @@ TEST_CASE("thread pool retries its workers after a back-off only if the CPUs wer
     dispatch();
     CHECK(pool.skipped_retries() == 1);
     CHECK(pool.solo_dispatches() == 2);
-    // Idle CPUs from now on: once that back-off (40 ms) is over, the workers are tried again.
-    pool.set_idle_clock(&always_idle);
-    std::this_thread::sleep_for(milliseconds(2 * ThreadPool::kMinBackoffNs / 1'000'000 + 5));
-    dispatch();
-    CHECK(pool.skipped_retries() == 1);
-    CHECK(pool.solo_dispatches() == 2);
+    // Still no idle time: back-offs go on being extended (40, 80, ... 640 ms), but after
+    // kMaxSkippedRetries of them in a row the workers are tried anyway (about 3 s).
+    long solo = pool.solo_dispatches();
+    const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (std::chrono::steady_clock::now() < give_up) {
+        std::this_thread::sleep_for(milliseconds(10));
+        dispatch();
+        if (pool.solo_dispatches() == solo) break;  // this one was not solo: a retry
+        solo = pool.solo_dispatches();
+    }
+    CHECK(pool.solo_dispatches() == solo);
+    CHECK(pool.skipped_retries() == ThreadPool::kMaxSkippedRetries);
     CHECK(ran.load() == 8 * (static_cast<int>(pool.dispatches())));
 }
 

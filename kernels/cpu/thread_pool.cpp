@@ -1,5 +1,6 @@
 #include "kernels/cpu/thread_pool.h"
 
+#include <errno.h>
 #include <fcntl.h>
 #include <sched.h>
 #include <unistd.h>
@@ -89,11 +90,13 @@ bool ThreadPool::solo_now() {
         // The back-off is over. Were the CPUs idle enough during it for a worker to run?
         const double idle = idle_clock_();
         const double wanted = kRetryIdleShare * static_cast<double>(workers_.size()) * static_cast<double>(now - solo_t0_ns_) * 1e-9;
-        if (solo_idle0_ < 0.0 || idle < 0.0 || idle - solo_idle0_ >= wanted) {
-            solo_until_ns_ = 0;  // yes: measure the workers again
+        if (solo_idle0_ < 0.0 || idle < 0.0 || idle - solo_idle0_ >= wanted || skips_in_a_row_ >= kMaxSkippedRetries) {
+            solo_until_ns_ = 0;  // yes (or too many skips in a row): measure the workers again
+            skips_in_a_row_ = 0;
             return false;
         }
         ++skipped_retries_;  // no: another back-off on the caller, no retry
+        ++skips_in_a_row_;
         solo_t0_ns_ = now;
         solo_idle0_ = idle;
         solo_until_ns_ = now + backoff_ns_;
@@ -160,14 +163,19 @@ double ThreadPool::proc_stat_idle_seconds() {
     char buf[4096];
     size_t have = 0;
     bool eof = false;
-    long long ticks = 0;
-    int cpus_seen = 0;
+    long long ticks = 0, all_ticks = 0;
+    int cpus_seen = 0, cpus_mine = 0;
     for (;;) {
         char* nl = static_cast<char*>(memchr(buf, '\n', have));
         if (!nl) {
             if (eof || have == sizeof buf) break;  // the end, or a line longer than the buffer
             const ssize_t got = read(fd, buf + have, sizeof buf - have);
-            if (got <= 0) {
+            if (got < 0 && errno == EINTR) continue;
+            if (got < 0) {
+                close(fd);
+                return -1.0;
+            }
+            if (got == 0) {
                 eof = true;
             } else {
                 have += static_cast<size_t>(got);
@@ -180,7 +188,11 @@ double ThreadPool::proc_stat_idle_seconds() {
         if (buf[0] == 'c' && buf[1] == 'p' && buf[2] == 'u' && buf[3] >= '0' && buf[3] <= '9' &&
             sscanf(buf + 3, "%d %llu %llu %llu %llu %llu", &cpu, &user, &nice, &system, &idle, &iowait) == 6) {
             ++cpus_seen;
-            if (cpu >= 0 && cpu < CPU_SETSIZE && CPU_ISSET(cpu, &mine)) ticks += static_cast<long long>(idle + iowait);
+            if (cpu >= 0 && cpu < CPU_SETSIZE && CPU_ISSET(cpu, &mine)) {
+                ++cpus_mine;
+                ticks += static_cast<long long>(idle + iowait);
+                all_ticks += static_cast<long long>(user + nice + system + idle + iowait);
+            }
         } else if (cpus_seen > 0) {
             break;  // past the CPU lines
         }
@@ -189,7 +201,8 @@ double ThreadPool::proc_stat_idle_seconds() {
         have -= used;
     }
     close(fd);
-    return cpus_seen > 0 ? static_cast<double>(ticks) / static_cast<double>(hz) : -1.0;
+    if (cpus_mine == 0 || cpus_mine != CPU_COUNT(&mine) || all_ticks == 0) return -1.0;
+    return static_cast<double>(ticks) / static_cast<double>(hz);
 }
 
 void ThreadPool::work_loop(int thread) {

@@ -16,10 +16,12 @@
 // workers still waking) tells nothing of them and is not counted. When a window (kWindow
 // dispatches and kWindowNs at least, below) took longer than the caller alone would have, the
 // pool runs every task on the caller
-// (workers sleep) for a back-off of 20 ms, doubled on each failed retry up to 640 ms, then
-// tries the workers again, but only if the CPUs it may run on were idle, during the back-off,
-// for at least half a core per worker (the idle clock below: /proc/stat); else it stays on the
-// caller for another back-off without trying, since a retry beside a busy core costs a stall.
+// (workers sleep) for a back-off of 20 ms, doubled on each failed or skipped retry up to
+// 640 ms, then tries the workers again, but only if the CPUs it may run on were idle, during
+// the back-off, for at least half a core per worker (the idle clock below: /proc/stat); else it
+// stays on the caller for another back-off without trying, since a retry beside a busy core
+// costs a stall. After kMaxSkippedRetries skips in a row it retries anyway, so that an idle
+// clock that never moves cannot keep the workers asleep for good.
 // On a quiet machine the windows pass and nothing changes.
 // The estimate takes the caller's rate beside the workers for its rate alone; where the
 // threads share the memory bandwidth (decode of a model larger than the caches) the caller
@@ -82,6 +84,7 @@ public:
     template <typename F>
     void parallel_for(int n, int grain, F&& f) {
         if (n <= 0) return;
+        if (grain < 1) grain = 1;
         if (!workers_.empty() && n > grain) {
             // On the caller alone (backing off), one range, as a pool of one thread would run it.
             if (solo_now()) {
@@ -90,7 +93,6 @@ public:
                 return;
             }
         }
-        if (grain < 1) grain = 1;
         const int units = (n + grain - 1) / grain;
         const int most = size() * kPiecesPerThread;
         const int chunks = units < most ? units : most;
@@ -121,11 +123,17 @@ public:
     // run on; negative where unknown (then every back-off ends in a retry). The default reads
     // /proc/stat (idle + iowait, in USER_HZ ticks); tests set their own.
     using IdleClock = double (*)();
+    // -1 unless /proc/stat has a line for every CPU of the affinity mask, under the same
+    // numbers (not so in some containers, whose /proc/stat renumbers the CPUs from 0), and
+    // their counters are not all zero (sandboxes that fake the file). The kernel formats the
+    // whole file on the first read, interrupt counts included: tens of microseconds here, more
+    // on hosts with many CPUs; it is read once per back-off (20 ms at the shortest).
     static double proc_stat_idle_seconds();
     void set_idle_clock(IdleClock clock) { idle_clock_ = clock; }
     // A back-off ends in a retry when the idle time over it was at least this share of a core
     // per worker.
     static constexpr double kRetryIdleShare = 0.5;
+    static constexpr int kMaxSkippedRetries = 8;
     // Back-offs extended without a retry (the CPUs were busy); for tests and benchmarks.
     long skipped_retries() const { return skipped_retries_; }
 
@@ -165,6 +173,7 @@ private:
     double solo_idle0_ = -1.0;  // the idle clock when the back-off began
     int64_t solo_t0_ns_ = 0;
     long skipped_retries_ = 0;
+    int skips_in_a_row_ = 0;
     long solo_dispatches_ = 0;
     long dispatches_ = 0;
 };

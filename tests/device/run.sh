@@ -15,12 +15,15 @@
 #       e.g. .device-carry/peer: copy a previous .device-carry's bin and lib there)
 # Writes OUTDIR/run.log (everything), cuda_tests.log, bench.jsonl, figures.md, machine.txt.
 set -uo pipefail
-out=${1:?usage: tests/device/run.sh OUTDIR [--profile|--sanitize]}
+out=${1:?usage: tests/device/run.sh OUTDIR [--profile|--sanitize|--peer DIR]}
 mode=${2:-}
 peer=""
 case $mode in
   "" | --profile | --sanitize) ;;
-  --peer) peer=${3:?tests/device/run.sh OUTDIR --peer DIR}; [[ -x $peer/bin/ember ]] || { echo "tests/device/run.sh: no $peer/bin/ember" >&2; exit 2; }; peer=$(cd "$peer" && pwd) ;;
+  --peer)
+    peer=${3:?tests/device/run.sh OUTDIR --peer DIR}
+    [[ -x $peer/bin/ember && -f $peer/lib/libember-cuda.so ]] || { echo "tests/device/run.sh: no $peer/bin/ember or $peer/lib/libember-cuda.so" >&2; exit 2; }
+    peer=$(cd "$peer" && pwd) ;;
   *) echo "tests/device/run.sh: unknown mode $mode (--profile, --sanitize or --peer DIR)" >&2; exit 2 ;;
 esac
 mkdir -p "$out"
@@ -210,11 +213,17 @@ fi
 if [[ -n $peer ]]; then
   step "this build against the peer $peer, alternated (CUDA, int8, decode from one token and a block_size prefill)"
   [[ -f $peer/BUILD_INFO ]] && cat "$peer/BUILD_INFO"
+  # Each build with its own CUDA module (EMBER_CUDA_MODULE), the peer's libraries first.
   for round in 1 2 3; do
-    for b in "$bin/ember" "$peer/bin/ember"; do
+    for who in this peer; do
+      if [[ $who == this ]]; then
+        b=$bin/ember; module=$root/.device-carry/lib/libember-cuda.so; lp=$libpath
+      else
+        b=$peer/bin/ember; module=$peer/lib/libember-cuda.so; lp="$peer/lib:$libpath"
+      fi
       for m in full gpt2; do
         [[ -f $work/$m.int8.ember ]] || continue
-        echo "round $round, $m, $([[ $b == $peer/* ]] && echo peer || echo this): $(LD_LIBRARY_PATH="$libpath" timeout 60 "$b" bench -m "$work/$m.int8.ember" --backend cuda --runs 3 | grep -E '^(prefill|decode):' | tr -s ' ' | tr '\n' ' ')"
+        echo "round $round, $m, $who: $(EMBER_CUDA_MODULE="$module" LD_LIBRARY_PATH="$lp" timeout 60 "$b" bench -m "$work/$m.int8.ember" --backend cuda --runs 3 | grep -E '^(prefill|decode):' | tr -s ' ' | tr '\n' ' ')"
       done
     done
   done
