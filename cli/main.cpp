@@ -95,7 +95,7 @@ int main(int argc, char** argv) {
     auto* i = app.add_subcommand("info", "print a model's configuration, tokenizer, tensors, checksum");
     i->add_option("model", info_model, ".ember file")->required();
     int info_threads = 0;
-    i->add_option("--threads", info_threads, "threads the arena is planned for (0 = all cores)")->capture_default_str()->check(CLI::Range(0, 256));
+    i->add_option("--threads", info_threads, "threads the arena is planned for (0 = all cores)")->capture_default_str()->check(CLI::TypeValidator<int>(""))->check(CLI::Range(0, 256));
     bool info_json = false;
     i->add_flag("--json", info_json, "print one JSON object (the same facts)");
 
@@ -122,7 +122,7 @@ int main(int argc, char** argv) {
         o->multi_option_policy(spec.id == GenOption::Stop ? CLI::MultiOptionPolicy::TakeAll : CLI::MultiOptionPolicy::TakeLast);
     }
     g->add_option("--context", gen.context, "exact | shift | ring")->capture_default_str();
-    g->add_option("--threads", gen.threads, "0 = all cores")->capture_default_str()->check(CLI::Range(0, kMaxThreads));
+    g->add_option("--threads", gen.threads, "0 = all cores")->capture_default_str()->check(CLI::TypeValidator<int>(""))->check(CLI::Range(0, kMaxThreads));
     g->add_option("--backend", gen.backend, "cpu | cuda | auto (CUDA when a GPU is present)")->capture_default_str();
     g->add_option("--kv-cache", gen.kv_cache, "the CPU backend's KV cache: f16 | f32")->capture_default_str()->check(CLI::IsMember({"f16", "f32"}));
     g->add_option("--adapter", gen.adapter, "LoRA adapter file (ember finetune), applied unmerged");
@@ -133,7 +133,7 @@ int main(int argc, char** argv) {
     e->add_option("-m,--model", ev.model, ".ember file")->required();
     e->add_option("--text", ev.text, "UTF-8 text file")->required();
     e->add_option("--split", ev.split, "val (last 10% of tokens) | all")->capture_default_str()->check(CLI::IsMember({"val", "all"}));
-    e->add_option("--threads", ev.threads, "0 = all cores")->capture_default_str()->check(CLI::Range(0, kMaxThreads));
+    e->add_option("--threads", ev.threads, "0 = all cores")->capture_default_str()->check(CLI::TypeValidator<int>(""))->check(CLI::Range(0, kMaxThreads));
     e->add_option("--backend", ev.backend, "cpu | cuda | auto (CUDA when a GPU is present)")->capture_default_str();
     e->add_option("--kv-cache", ev.kv_cache, "the CPU backend's KV cache: f16 | f32")->capture_default_str()->check(CLI::IsMember({"f16", "f32"}));
     e->add_option("--adapter", ev.adapter, "LoRA adapter file (ember finetune), applied unmerged");
@@ -150,7 +150,7 @@ int main(int argc, char** argv) {
         ->capture_default_str()
         ->check(CLI::Range(1, 1 << 30));
     ftc->add_option("--resume", ft.resume, "adapter file of an interrupted run: go on from its step");
-    ftc->add_option("--threads", ft.opts.threads, "0 = all cores")->capture_default_str()->check(CLI::Range(0, kMaxThreads));
+    ftc->add_option("--threads", ft.opts.threads, "0 = all cores")->capture_default_str()->check(CLI::TypeValidator<int>(""))->check(CLI::Range(0, kMaxThreads));
     ftc->add_flag("--skip-unknown", ft.skip_unknown, "drop (and count) characters outside a char model's vocabulary (a BPE model has none: no-op)");
     ftc->add_option("--log-every", ft.log_every, "progress line every N steps")->capture_default_str()->check(CLI::Range(1, 1 << 30));
     ftc->add_option("--log", ft.log, "CSV log: step,loss,val_loss,lr,tokens_per_s, a row per step (appended)");
@@ -173,7 +173,7 @@ int main(int argc, char** argv) {
     cli::BenchArgs be;
     auto* b = app.add_subcommand("bench", "prefill and decode tokens/s");
     b->add_option("-m,--model", be.model, ".ember file")->required();
-    b->add_option("--threads", be.threads, "0 = all cores")->capture_default_str()->check(CLI::Range(0, kMaxThreads));
+    b->add_option("--threads", be.threads, "0 = all cores")->capture_default_str()->check(CLI::TypeValidator<int>(""))->check(CLI::Range(0, kMaxThreads));
     b->add_option("--runs", be.runs, "runs per figure (min, median, max; after one warm-up run)")->capture_default_str()->check(CLI::Range(1, 1000));
     b->add_option("-p,--prompt-tokens", be.prompt, "tokens to prefill (0 = block_size)")->capture_default_str()->check(CLI::Range(0, 1 << 30));
     b->add_option("-n,--tokens", be.tokens, "tokens to decode (0 = block_size - 1)")->capture_default_str()->check(CLI::Range(0, 1 << 30));

@@ -107,6 +107,9 @@ TEST_CASE("ember: bad option values give one line and exit 1") {
     ember::test::TempDir dir;
     check_refused(ember_cli("generate -m x.ember -n -1", dir), "-n -1 not in 0..1073741824");
     check_refused(ember_cli("generate -m x.ember --threads 100000", dir), "--threads");
+    // Not a number is said as such, not as out of range.
+    check_refused(ember_cli("bench -m x.ember --threads two", dir), "--threads: Failed parsing two as a INT");
+    check_refused(ember_cli("info x.ember --threads 1.5", dir), "--threads: Failed parsing 1.5 as a INT");
     check_refused(ember_cli("generate -m x.ember --bogus", dir), "--bogus");
     check_refused(ember_cli("generate -n 3", dir), "--model is required");
     check_refused(ember_cli("convert " + q(fixture("gptpy/model.pt")) + " --vocab-text " + q(dir.path()) + " -o " + q(dir.file("o.ember")), dir),
