@@ -108,7 +108,7 @@ int cmd_finetune(const FinetuneArgs& a) {
     if (a.text.empty()) fail("finetune needs --text FILE (the last 10% is held out for validation)");
     // -o may be the --resume adapter (training goes on in the same file), never the model or the text.
     check_output_not_input(a.out, {{"base model", a.model}, {"training text", a.text}});
-    check_output_replaceable(a.out);  // before the training, not at its first checkpoint
+    output_target(a.out);  // refused before the training, not at its first checkpoint
     if (!a.log.empty()) {
         // The adapter is renamed over -o at each checkpoint: a log there would be lost.
         namespace fs = std::filesystem;

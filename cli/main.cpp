@@ -11,6 +11,7 @@
 #include "cli/finetune_cmd.h"
 #include "runtime/error.h"
 #include "runtime/gen_options.h"
+#include "runtime/model.h"
 #include "runtime/suggest.h"
 
 using namespace ember;
@@ -62,6 +63,7 @@ void add_load_flags(CLI::App* cmd, LoadOptions& load) {
 }
 
 int main(int argc, char** argv) {
+    ember::report_truncated_model_files();  // a model file truncated under its mapping: said, not only "Bus error"
     CLI::App app{"ember: small GPT language models on the edge"};
     app.require_subcommand(1);
     app.set_version_flag("--version", "ember 0.1.0 (.ember format versions 1 and 2)");

@@ -52,6 +52,12 @@ double score_windows(const CanonicalModel& model, const TokenizerSpec& tok, cons
     if (w.on_temp_file) w.on_temp_file(probe.c_str());
     try {
         write_ember(model, tok, prov, w, probe);
+    } catch (const Error& e) {
+        if (w.on_temp_file) w.on_temp_file(nullptr);
+        // Said of the output the user named, not of the probe's name.
+        std::string m = e.what();
+        for (size_t at = m.find(probe); at != std::string::npos; at = m.find(probe, at + opts.out.size())) m.replace(at, probe.size(), opts.out);
+        fail(m);
     } catch (...) {
         if (w.on_temp_file) w.on_temp_file(nullptr);
         throw;
@@ -166,7 +172,7 @@ ConvertResult convert(const ConvertOptions& opts) {
             {"config.json beside the checkpoint", (slash == std::string::npos ? std::string() : opts.checkpoint.substr(0, slash + 1)) + "config.json"}};
         for (const auto& t : opts.tokenizer) inputs.push_back({"--tokenizer file", t});
         check_output_not_input(opts.out, inputs);
-        check_output_replaceable(opts.out);  // before the checkpoint is read
+        output_target(opts.out);  // refused before the checkpoint is read
     }
     ConvertResult r;
     TokenizerSpec tok;

@@ -19,9 +19,7 @@ struct AttentionScaleChoice {
     ScaleKind kind = ScaleKind::Default;
     float value = 0.0f;  // Value only: a normal f32 in (0, kMaxAttentionScale]
 };
-// 1/sqrt(head_size) is at most 1; a larger given scale is refused: q.k times 1e38 overflows f32
-// and the softmax gives NaN (loss nan measured on tests/fixtures/real/oldscale.pt).
-constexpr float kMaxAttentionScale = 1000.0f;
+constexpr float kMaxAttentionScale = kMaxAttnScale;  // runtime/model.h
 AttentionScaleChoice parse_attention_scale(const std::string& s);  // head | embd | auto | FLOAT; throws ember::Error
 kernels::ActivationKind parse_activation(const std::string& s);    // relu | gelu | gelu-tanh; throws ember::Error
 

@@ -232,8 +232,8 @@ WriteReport write_ember(const CanonicalModel& model, const TokenizerSpec& tokeni
     auto probe = build_index(model, tokenizer, provenance, placed, 0, data_size, 0);
     const uint64_t data_offset = (probe.size() + kDataAlignment - 1) / kDataAlignment * kDataAlignment;
 
-    check_output_replaceable(out_path);
-    const std::string tmp = out_path + ".tmp-" + std::to_string(::getpid());
+    const std::string target = output_target(out_path);  // through a link, into its file
+    const std::string tmp = target + ".tmp-" + std::to_string(::getpid());
     if (opts.on_temp_file) opts.on_temp_file(tmp.c_str());
     // Whichever way this ends, the hook forgets the path (after the rename or the unlink).
     struct Forget {
@@ -300,13 +300,16 @@ WriteReport write_ember(const CanonicalModel& model, const TokenizerSpec& tokeni
             Model::open(tmp, lo);
         } catch (const Error& e) {
             ::unlink(tmp.c_str());
-            fail("the converted model fails the loader's checks, nothing written to ", out_path, ": ", e.what());
+            // The loader names the file it opened, the temporary one: the reason alone here.
+            std::string reason = e.what();
+            if (reason.compare(0, tmp.size() + 2, tmp + ": ") == 0) reason.erase(0, tmp.size() + 2);
+            fail("the converted model fails the loader's checks, nothing written to ", out_path, ": ", reason);
         } catch (...) {  // std::bad_alloc: the temporary goes too
             ::unlink(tmp.c_str());
             throw;
         }
     }
-    if (std::rename(tmp.c_str(), out_path.c_str()) != 0) {
+    if (std::rename(tmp.c_str(), target.c_str()) != 0) {
         const int err = errno;
         ::unlink(tmp.c_str());
         fail(out_path, ": cannot rename the finished file into place: ", std::strerror(err));

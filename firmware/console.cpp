@@ -152,7 +152,31 @@ void Console::on_line(const std::string& line) {
     }
 }
 
+void Console::drop_model_written_over() {
+    if (!model_ || !model_->file_changed_in_place()) return;
+    const std::string name = name_;
+    session_.reset();  // the session and adapter go before the model they use
+    adapter_.reset();
+    adapter_name_.clear();
+    tok_.reset();
+    stream_.reset();
+    model_.reset();
+    name_.clear();
+    fail("model ", name, ": its file was written over since it was loaded (install models with flash, or by a rename, not cp onto ",
+         "the file in use); unloaded: load ", name, " to verify and use it again");
+}
+
 void Console::dispatch(const Command& c) {
+    switch (c.kind) {
+        case CommandKind::Gen:
+        case CommandKind::Set:
+        case CommandKind::Info:
+        case CommandKind::Eval:
+        case CommandKind::Finetune:
+        case CommandKind::Adapter:
+        case CommandKind::Attn: drop_model_written_over(); break;
+        default: break;
+    }
     switch (c.kind) {
         case CommandKind::Empty: return;
         case CommandKind::Help:

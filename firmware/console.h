@@ -66,6 +66,10 @@ private:
     std::string banner() const;
     void report_dropped();  // says (and logs) how much type-ahead a command dropped
     void dispatch(const Command& c);
+    // Before a command that reads the model: a model whose file was written over in place
+    // (Model::file_changed_in_place: cp onto it rather than flash) is dropped, and the command
+    // refused (ember::Error), since its mapped pages may hold other bytes now, or none (SIGBUS).
+    void drop_model_written_over();
     void cmd_gen(const Command& c);
     void cmd_set(const Command& c);
     std::string settings_text() const;  // the settings, one line

@@ -19,6 +19,7 @@
 
 #include "firmware/console.h"
 #include "firmware/serial_port.h"
+#include "runtime/model.h"
 #include "runtime/error.h"
 #include "runtime/utf8.h"
 
@@ -73,6 +74,7 @@ void make_raw(int fd) {
 }  // namespace
 
 int main(int argc, char** argv) {
+    ember::report_truncated_model_files();  // a model file truncated under its mapping: said, not only "Bus error"
     CLI::App app{"ember-console: the ember serial console (generate, load, eval, finetune, flash)"};
     std::string port;
     int baud = 115200;

@@ -135,8 +135,8 @@ void LoraAdapter::save(const std::string& path) const {
                                          static_cast<uint32_t>(ffn_hidden_), pv, ts);
     fba::FinishAdapterBuffer(b, root);
 
-    check_output_replaceable(path);
-    const std::string tmp = path + ".tmp-" + std::to_string(::getpid());
+    const std::string target = output_target(path);  // through a link, into its file
+    const std::string tmp = target + ".tmp-" + std::to_string(::getpid());
     const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     if (fd < 0) fail(printable(tmp, 200), ": cannot create: ", std::strerror(errno));
     try {
@@ -161,7 +161,7 @@ void LoraAdapter::save(const std::string& path) const {
         ::unlink(tmp.c_str());
         fail(printable(tmp, 200), ": close failed: ", std::strerror(errno));
     }
-    if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    if (std::rename(tmp.c_str(), target.c_str()) != 0) {
         const int err = errno;
         ::unlink(tmp.c_str());
         fail(printable(path, 200), ": cannot rename the finished adapter into place: ", std::strerror(err));

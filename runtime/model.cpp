@@ -1,6 +1,7 @@
 #include "runtime/model.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -122,6 +123,9 @@ std::unique_ptr<Model> Model::open(const std::string& path, const LoadOptions& l
         fail(f, ": not a regular file");
     }
     m->size_ = static_cast<size_t>(st.st_size);
+    m->file_dev_ = static_cast<uint64_t>(st.st_dev);
+    m->file_ino_ = static_cast<uint64_t>(st.st_ino);
+    m->file_mtime_ns_ = static_cast<int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec;
     if (m->size_ < 16) {
         ::close(fd);
         fail(f, ": ", m->size_, " bytes is too short for an .ember file");
@@ -217,6 +221,40 @@ std::unique_ptr<Model> Model::open_memory(const void* data, size_t size, const s
 Model::~Model() {
     // The file's mapping or the anonymous memory it was read into; munmap also unlocks.
     if (base_ && mapped_) munmap(const_cast<uint8_t*>(base_), map_bytes_);
+}
+
+bool Model::file_changed_in_place() const {
+    if (!file_mapped()) return false;
+    struct stat st {};
+    if (::stat(path_.c_str(), &st) != 0) return false;  // removed: the mapping keeps the file
+    if (static_cast<uint64_t>(st.st_dev) != file_dev_ || static_cast<uint64_t>(st.st_ino) != file_ino_) return false;
+    const int64_t mtime_ns = static_cast<int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec;
+    return static_cast<size_t>(st.st_size) != size_ || mtime_ns != file_mtime_ns_;
+}
+
+namespace {
+
+extern "C" void on_bus_error(int sig, siginfo_t* info, void*) {
+    if (info && info->si_code == BUS_ADRERR) {
+        static const char kSaid[] =
+            "\nember: error: bus error reading a mapped file: a model file was truncated or written over while in use. Install models "
+            "by a rename (ember flash, or mv of a finished file), not cp onto the file in use; --no-mmap reads the model into memory\n";
+        ssize_t ignored = ::write(STDERR_FILENO, kSaid, sizeof kSaid - 1);
+        (void)ignored;
+    }
+    // SA_RESETHAND restored the default action: a fault repeats on return and kills; a SIGBUS
+    // sent by kill() (si_code <= 0) is raised again.
+    if (!info || info->si_code <= 0) ::raise(sig);
+}
+
+}  // namespace
+
+void report_truncated_model_files() {
+    struct sigaction sa {};
+    sa.sa_sigaction = on_bus_error;
+    sa.sa_flags = SA_SIGINFO | SA_RESETHAND;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGBUS, &sa, nullptr);
 }
 
 long long Model::huge_page_bytes() const {
@@ -325,7 +363,9 @@ void Model::verify_and_view(bool require_checksum) {
     cfg.ln_eps = c->ln_eps();
     cfg.attn_scale = c->attn_scale();
     if (!(cfg.ln_eps > 0.0f && cfg.ln_eps < 1.0f)) fail(f, ": config.ln_eps ", cfg.ln_eps, " is out of range (0, 1)");
-    if (!(cfg.attn_scale > 0.0f && std::isfinite(cfg.attn_scale))) fail(f, ": config.attn_scale ", cfg.attn_scale, " is not a positive number");
+    if (!(cfg.attn_scale >= std::numeric_limits<float>::min() && cfg.attn_scale <= kMaxAttnScale)) {
+        fail(f, ": config.attn_scale ", cfg.attn_scale, " is out of range [1.2e-38, ", kMaxAttnScale, "] (the converter writes no other)");
+    }
     cfg.tied_lm_head = c->tied_lm_head();
     const uint64_t C = cfg.n_embd, V = cfg.vocab_size, S = cfg.block_size, F = cfg.ffn_hidden, L = cfg.n_layer;
     // Every weight and every buffer of the memory plan holds at most 2^31 - 1 elements, so

@@ -39,6 +39,11 @@ std::string attn_scale_text(const ModelConfig& c);
 
 // Letters used in shape comments: V vocab_size, S block_size, C n_embd, F ffn_hidden,
 // H n_head, hs head_size = C / H, L n_layer.
+// 1/sqrt(head_size) is at most 1; a larger scale is refused by the converter and the loader:
+// q.k times 1e38 overflows f32 and the softmax gives NaN (loss nan measured on
+// tests/fixtures/real/oldscale.pt).
+constexpr float kMaxAttnScale = 1000.0f;
+
 struct ModelConfig {
     Arch arch = Arch::GptPy;
     int n_layer = 0;
@@ -49,7 +54,7 @@ struct ModelConfig {
     int ffn_hidden = 0;
     kernels::ActivationKind activation = kernels::ActivationKind::ReLU;
     float ln_eps = 1e-5f;
-    float attn_scale = 0.0f;  // 1/sqrt(head_size)
+    float attn_scale = 0.0f;  // 1/sqrt(head_size); a normal f32 in (0, kMaxAttnScale]
     bool tied_lm_head = false;
     // Ids the tokenizer knows, <= vocab_size: rows of wte / lm_head past it are padding
     // (nanoGPT pads GPT-2's 50257 to 50304) whose logits are never sampled nor scored.
@@ -156,6 +161,13 @@ public:
     // Length of the memory holding the file: its size mapped, or that rounded up to 2 MiB
     // (--no-mmap); 0 for open_memory.
     size_t held_bytes() const { return mapped_ ? map_bytes_ : 0; }
+    // Whether the file this model maps has been written over in place since it was opened:
+    // the path names the same file (device and inode), now of another size or modification
+    // time (cp onto it, an editor, a truncate). Its pages may then hold other bytes, or none
+    // (a read past the new end raises SIGBUS), so the model must not be used again. False for
+    // --no-mmap and open_memory (their bytes are a copy) and where the path now names another
+    // file (replaced by a rename, as ember flash does: the mapping keeps the old file).
+    bool file_changed_in_place() const;
     // Bytes of the model's memory backed by transparent huge pages (AnonHugePages of its
     // mapping in /proc/self/smaps), or -1 when that cannot be read.
     long long huge_page_bytes() const;
@@ -174,6 +186,9 @@ private:
     bool locked_ = false;
     bool drop_checked_ = false;  // LoadOptions::drop_checked_pages, for a file mapping
     size_t map_bytes_ = 0;    // length of our mmap (size_, or size_ rounded up to 2 MiB)
+    // The mapped file when it was opened (file_changed_in_place).
+    uint64_t file_dev_ = 0, file_ino_ = 0;
+    int64_t file_mtime_ns_ = 0;
     ModelConfig config_;
     ModelWeights weights_;
     std::vector<uint32_t> code_points_;
@@ -184,6 +199,13 @@ private:
     bool checksum_ok_ = false;
     uint64_t checksum_ = 0;
 };
+
+// For commands (ember, ember-console), once at start: a SIGBUS raised by a read past the end
+// of a mapped file (si_code BUS_ADRERR: a model file truncated while in use) prints one line to
+// stderr saying so and what to do instead, then the process dies of the signal as before
+// (status 135). Other bus errors are left as they were. Library code does not call it: an
+// embedding program owns its signal handlers.
+void report_truncated_model_files();
 
 // Canonical tensor names of layer i, e.g. layer_tensor_name(3, "qkv.weight") == "h.3.qkv.weight".
 std::string layer_tensor_name(int layer, const char* suffix);

@@ -1,5 +1,9 @@
 #include "runtime/paths.h"
 
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <system_error>
 
@@ -35,11 +39,32 @@ void check_output_not_input(const std::string& out, const std::vector<std::pair<
     }
 }
 
-void check_output_replaceable(const std::string& out, const char* option) {
+std::string output_target(const std::string& out, const char* option) {
+    namespace fs = std::filesystem;
+    if (out.empty()) fail(option, " needs a file name");
+    const std::string what = printable(out, 200);
     std::error_code ec;
-    const std::filesystem::file_status st = std::filesystem::status(out, ec);
-    if (ec || !std::filesystem::exists(st) || std::filesystem::is_regular_file(st)) return;
-    fail(option, " ", printable(out, 200), " exists and is not a regular file (a device, a FIFO, a folder): the file written would replace it; choose a file");
+    const fs::file_status st = fs::status(out, ec);
+    if (!fs::exists(st)) {
+        std::error_code lec;
+        if (fs::is_symlink(fs::symlink_status(out, lec))) {
+            fail(option, " ", what, " is a symbolic link to a file that does not exist: choose the file itself");
+        }
+        return out;
+    }
+    if (!fs::is_regular_file(st)) {
+        fail(option, " ", what, " exists and is not a regular file (a device, a FIFO, a folder): the file written would replace it; choose a file");
+    }
+    // Read-only for everyone (no write bit; root would pass access()), or for this process.
+    if ((fs::status(out, ec).permissions() & (fs::perms::owner_write | fs::perms::group_write | fs::perms::others_write)) == fs::perms::none) {
+        fail(option, " ", what, " exists and is read-only: choose another file, or make it writable");
+    }
+    if (::access(out.c_str(), W_OK) != 0) {
+        fail(option, " ", what, " exists and may not be written (", std::strerror(errno), "): choose another file, or make it writable");
+    }
+    const fs::path target = fs::canonical(out, ec);
+    if (ec) fail(option, " ", what, ": ", ec.message());
+    return target.string();
 }
 
 }  // namespace ember

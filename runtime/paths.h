@@ -16,9 +16,13 @@ namespace ember {
 void check_output_not_input(const std::string& out, const std::vector<std::pair<std::string, std::string>>& inputs,
                             const char* option = "-o");
 
-// Throws ember::Error when `out` exists and is not a regular file (a device such as /dev/null,
-// a FIFO, a folder): a file written beside it and renamed over it would replace it (run as
-// root, the device node itself). `option` names the output's option in the message.
-void check_output_replaceable(const std::string& out, const char* option = "-o");
+// The file a command that writes `out` atomically (a temporary beside it, then rename) must
+// write and rename over: `out` itself, or, where `out` is a symbolic link to an existing file,
+// that file (a rename over the link would replace the link and leave its target as it was).
+// Throws ember::Error, naming `option` ("-o", "--log"), when `out` is empty, exists and is not
+// a regular file (a device such as /dev/stdout, a FIFO, a folder: the rename would replace it,
+// run as root the device node itself), exists and is read-only (no write bit) or may not be
+// written by this process (the rename would replace it all the same), or is a link to nothing.
+std::string output_target(const std::string& out, const char* option = "-o");
 
 }  // namespace ember

@@ -4,6 +4,7 @@
 
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <cstring>
@@ -50,6 +51,40 @@ TEST_CASE("-o naming a FIFO or a folder is refused by convert, finetune and --me
     check_refused(ember_cli("finetune -m " + q(model) + " --merge --adapter " + q(a) + " -o " + q(fifo), dir), "exists and is not a regular file");
     struct stat st {};
     CHECK((::stat(fifo.c_str(), &st) == 0 && S_ISFIFO(st.st_mode)));
+}
+
+TEST_CASE("-o that is a link is written through it, while a link to nothing, a read-only file and an empty name are refused") {
+    ember::test::TempDir dir;
+    const std::string convert = "convert " + q(fixture("gptpy/model.pt")) + " --vocab-text " + q(fixture("gptpy/vocab.txt")) + " -o ";
+    const std::string real = dir.file("real.ember"), link = dir.file("link.ember");
+    ember::test::write_file(real, "old");
+    REQUIRE(::symlink(real.c_str(), link.c_str()) == 0);
+    // The rename used to replace the link (run as root, -o /dev/stdout replaced the system's link).
+    REQUIRE(ember_cli(convert + q(link), dir).status == 0);
+    struct stat st {};
+    REQUIRE(::lstat(link.c_str(), &st) == 0);
+    CHECK(S_ISLNK(st.st_mode));
+    CHECK(ember_cli("info " + q(real), dir).status == 0);
+    const std::string a = dir.file("a.emba"), a_link = dir.file("a_link.emba");
+    ember::test::write_file(a, "old");
+    REQUIRE(::symlink(a.c_str(), a_link.c_str()) == 0);
+    REQUIRE(ember_cli("finetune -m " + q(real) + " --text " + q(fixture("gptpy/eval.txt")) + " --steps 1 -o " + q(a_link), dir).status == 0);
+    REQUIRE(::lstat(a_link.c_str(), &st) == 0);
+    CHECK(S_ISLNK(st.st_mode));
+    CHECK(ember::test::read_file(a) != "old");
+
+    const std::string dangling = dir.file("dangling.ember");
+    REQUIRE(::symlink(dir.file("missing/x.ember").c_str(), dangling.c_str()) == 0);
+    check_refused(ember_cli(convert + q(dangling), dir), "is a symbolic link to a file that does not exist");
+    const std::string ro = dir.file("ro.ember");
+    ember::test::write_file(ro, "keep");
+    REQUIRE(::chmod(ro.c_str(), 0444) == 0);
+    check_refused(ember_cli(convert + q(ro), dir), "exists and is read-only");
+    check_refused(ember_cli("finetune -m " + q(real) + " --text " + q(fixture("gptpy/eval.txt")) + " --steps 1 -o " + q(ro), dir),
+                  "exists and is read-only");
+    CHECK(ember::test::read_file(ro) == "keep");
+    // Refused before the checkpoint is read, not after the conversion.
+    check_refused(ember_cli(convert + "''", dir), "-o needs a file name");
 }
 
 TEST_CASE("ember convert refuses bad checkpoints and vocabularies, leaving no file") {

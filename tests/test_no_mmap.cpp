@@ -4,7 +4,9 @@
 #include <doctest/doctest.h>
 
 #include <fcntl.h>
+#include <signal.h>
 #include <linux/capability.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -223,4 +225,53 @@ TEST_CASE("ember generate, eval, bench and ember-console take --no-mmap and --ml
     CAPTURE(out);
     CHECK(out.find("ERR") == std::string::npos);
     CHECK(out.find("OK") != std::string::npos);
+}
+
+TEST_CASE("a mapped model file written over in place is noticed, one replaced by a rename or read with --no-mmap is not") {
+    test::TempDir dir;
+    const std::string path = convert_fixture(dir, convert::WeightDType::Int8, "m.ember");
+    const std::string other = convert_fixture(dir, convert::WeightDType::F16, "other.ember");
+    const std::string bytes = test::read_file(path);
+    auto mapped = Model::open(path);
+    CHECK_FALSE(mapped->file_changed_in_place());
+    // ember flash's way: a finished file renamed over the path. The mapping keeps the old file.
+    REQUIRE(std::rename(other.c_str(), path.c_str()) == 0);
+    CHECK_FALSE(mapped->file_changed_in_place());
+    mapped.reset();
+
+    auto again = Model::open(path);
+    auto copied = Model::open(path, no_mmap());
+    CHECK_FALSE(again->file_changed_in_place());
+    // cp's way: the same file truncated and written (here shorter than it was, so the size tells).
+    test::write_file(path, bytes);
+    CHECK(again->file_changed_in_place());
+    CHECK_FALSE(copied->file_changed_in_place());  // its bytes are a copy
+}
+
+TEST_CASE("report_truncated_model_files: a read past the end of a truncated mapping says so, and the process still dies of SIGBUS") {
+    test::TempDir dir;
+    const std::string file = dir.file("mapped.bin"), err = dir.file("stderr.txt");
+    for (const bool handler : {true, false}) {
+        const pid_t pid = ::fork();
+        REQUIRE(pid >= 0);
+        if (pid == 0) {
+            const int e = ::open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+            const int fd = ::open(file.c_str(), O_RDWR | O_CREAT | O_TRUNC, 0644);
+            if (e < 0 || fd < 0 || ::dup2(e, STDERR_FILENO) < 0 || ::ftruncate(fd, 2 * 4096) != 0) ::_exit(3);
+            if (handler) report_truncated_model_files();
+            const auto* p = static_cast<const volatile char*>(::mmap(nullptr, 2 * 4096, PROT_READ, MAP_SHARED, fd, 0));
+            if (p == MAP_FAILED || ::ftruncate(fd, 0) != 0) ::_exit(4);
+            const char c = p[4096];  // past the new end: SIGBUS (BUS_ADRERR)
+            ::_exit(c == 0 ? 5 : 6);
+        }
+        int status = 0;
+        REQUIRE(::waitpid(pid, &status, 0) == pid);
+        CAPTURE(status);
+        REQUIRE(WIFSIGNALED(status));
+        CHECK(WTERMSIG(status) == SIGBUS);
+        const std::string said = test::read_file(err);
+        CAPTURE(said);
+        CHECK((said.find("ember: error: bus error reading a mapped file: a model file was truncated or written over while in use") !=
+               std::string::npos) == handler);
+    }
 }

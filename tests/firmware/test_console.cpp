@@ -229,6 +229,24 @@ TEST_CASE("console: load, gen streams the runtime's text for a seed, settings, m
     CHECK(c.command("info").find("model: tiny (") == 0);
 }
 
+TEST_CASE("console: a model file written over in place (cp, not flash) is unloaded at the next command, which gets one ERR line") {
+    TempDir dir;
+    write_file(dir.file("tiny.ember"), read_file(model_int8()));
+    PtyConsole c(opts_for(dir));
+    REQUIRE(c.command("load tiny").find("OK loaded tiny: n_layer") == 0);
+    REQUIRE(c.command("gen -n 5 a").find("OK gen 5 tokens") != std::string::npos);
+    // Written over in place while loaded (the same file, truncated and rewritten): reading its
+    // mapping past the new end would raise SIGBUS, so the console drops it before the next use.
+    write_file(dir.file("tiny.ember"), read_file(model_f16()));
+    const std::string refused = c.command("gen -n 5 a");
+    CHECK(refused.find("ERR model tiny: its file was written over since it was loaded") == 0);
+    CHECK(c.command("info").find("model: none") != std::string::npos);
+    CHECK(c.command("gen -n 5 a").find("ERR no model loaded") == 0);
+    // load verifies the new bytes and uses them.
+    CHECK(c.command("load tiny").find("OK loaded tiny: n_layer") == 0);
+    CHECK(c.command("gen -n 5 a").find("OK gen 5 tokens") != std::string::npos);
+}
+
 TEST_CASE("console: --backend: info names the backend, cuda without a GPU is one ERR line and nothing changes") {
     TempDir dir;
     write_file(dir.file("tiny.ember"), read_file(model_int8()));
