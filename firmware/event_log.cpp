@@ -1,6 +1,7 @@
 #include "firmware/event_log.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -13,10 +14,44 @@
 
 namespace ember::fw {
 
+namespace {
+
+// Whether `head` (a file's first bytes) starts as log() writes: "YYYY-MM-DDTHH:MM:SS.mmmZ ember-console: ".
+bool starts_as_event_log(const char* head, size_t n) {
+    static const char kShape[] = "dddd-dd-ddTdd:dd:dd.dddZ ember-console: ";
+    const size_t len = sizeof kShape - 1;
+    if (n < len) return false;
+    for (size_t i = 0; i < len; ++i) {
+        const bool ok = kShape[i] == 'd' ? head[i] >= '0' && head[i] <= '9' : head[i] == kShape[i];
+        if (!ok) return false;
+    }
+    return true;
+}
+
+}  // namespace
+
 EventLog::EventLog(int err_fd, const std::string& path) : err_fd_(err_fd) {
     if (path.empty()) return;
-    file_fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-    if (file_fd_ < 0) fail("--log ", printable(path, 200), ": cannot open for appending: ", std::strerror(errno));
+    const std::string what = printable(path, 200);
+    // O_NONBLOCK: a FIFO that nobody reads is refused at once (ENXIO) instead of a wait.
+    file_fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NONBLOCK, 0644);
+    if (file_fd_ < 0) fail("--log ", what, ": cannot open for appending: ", std::strerror(errno));
+    ::fcntl(file_fd_, F_SETFL, ::fcntl(file_fd_, F_GETFL) & ~O_NONBLOCK);
+    // A file with something else in it (a model, a text) is left as it is: lines appended
+    // would spoil it, and a model still loads with them (the loader reads its own length).
+    struct stat st {};
+    if (::fstat(file_fd_, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0) {
+        char head[64];
+        const int rd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+        const ssize_t got = rd < 0 ? -1 : ::pread(rd, head, sizeof head, 0);
+        if (rd >= 0) ::close(rd);
+        if (got < 0 || !starts_as_event_log(head, static_cast<size_t>(got))) {
+            ::close(file_fd_);
+            file_fd_ = -1;
+            fail("--log ", what, ": exists and is not an ember-console log (its first line is not 'YYYY-MM-DDTHH:MM:SS.mmmZ ember-console: ...'); ",
+                 "lines appended would spoil it: choose another file");
+        }
+    }
 }
 
 EventLog::~EventLog() {

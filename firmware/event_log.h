@@ -13,7 +13,9 @@ namespace ember::fw {
 class EventLog {
 public:
     // err_fd: where the journal's copy goes (-1: none). path: the log file ("": none). Throws
-    // ember::Error naming the file when it cannot be opened for appending.
+    // ember::Error naming the file when it cannot be opened for appending, when it is a FIFO
+    // that nobody reads, and when it is a non-empty file whose first line is not one of ours
+    // (a model, a text: left as it was).
     EventLog(int err_fd, const std::string& path);
     ~EventLog();
     EventLog(const EventLog&) = delete;

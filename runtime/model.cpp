@@ -324,6 +324,12 @@ void Model::verify_and_view(bool require_checksum) {
         fail(f, ": header claims a data section of ", data_size, " bytes at offset ", data_off, " but the file holds ", size_,
              " bytes (truncated?)");
     }
+    // The converter writes nothing after the data section: bytes there were appended (a log, a
+    // second copy, a transfer's junk), which the checksum would not see.
+    if (data_size < size_ - data_off) {
+        fail(f, ": ", size_ - data_off - data_size, " bytes follow the data section, which ends at byte ", data_off + data_size,
+             " (something was appended to the file)");
+    }
     const uint8_t* data = base_ + data_off;
     checksum_ = hash_data(data, data_size);
     checksum_ok_ = checksum_ == fm->data_xxh64();

@@ -8,6 +8,7 @@
 
 #include <cstring>
 #include <filesystem>
+#include <limits>
 #include <string>
 
 #include "converter/checkpoint.h"
@@ -108,6 +109,39 @@ TEST_CASE("bad input: an .ember whose header claims more than the file holds") {
         e.set<uint64_t>(e.tensor("h.0.fc.weight"), fb::Tensor::VT_SCALES_OFFSET, 3);
         refused(dir, e.bytes, "tensor 'h.0.fc.weight' scales_offset 3 is not a multiple of 64");
     }
+}
+
+TEST_CASE("bad input: an .ember with bytes appended after its data section, or an attention scale or ln_eps out of range") {
+    test::TempDir dir;
+    const std::string good = good_file(dir, false);
+    const uint64_t end = Edit{good}.model()->data_offset() + Edit{good}.model()->data_size();
+    REQUIRE(end == good.size());  // the converter writes nothing after the data section
+    // A console --log line appended to an installed model used to load with "checksum: ok".
+    const std::string line = "2026-12-05T07:55:11.196Z ember-console: loaded\n";
+    refused(dir, good + line, std::to_string(line.size()) + " bytes follow the data section, which ends at byte " + std::to_string(end));
+    {
+        Edit e{good};  // the same, said by the header: a data section 64 bytes shorter than the file's
+        e.set<uint64_t>(e.model(), fb::Model::VT_DATA_SIZE, e.model()->data_size() - 64);
+        refused(dir, e.bytes, "64 bytes follow the data section");
+    }
+    // The converter refuses a scale outside [1.2e-38, 1000] (q.k x 1e38 overflows f32); so does the loader.
+    for (const float scale : {3e38f, 1001.0f, 1e-45f, 0.0f, -0.5f, std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity()}) {
+        CAPTURE(scale);
+        Edit e{good};
+        e.set<float>(e.model()->config(), fb::Config::VT_ATTN_SCALE, scale);
+        refused(dir, e.bytes, "config.attn_scale");
+        refused(dir, e.bytes, "is out of range [1.2e-38, 1000]");
+    }
+    for (const float eps : {0.0f, -1e-5f, 1.0f, std::numeric_limits<float>::quiet_NaN()}) {
+        CAPTURE(eps);
+        Edit e{good};
+        e.set<float>(e.model()->config(), fb::Config::VT_LN_EPS, eps);
+        refused(dir, e.bytes, "config.ln_eps");
+    }
+    Edit e{good};
+    e.set<float>(e.model()->config(), fb::Config::VT_ATTN_SCALE, 1000.0f);  // the largest allowed
+    test::write_file(dir.file("edge.ember"), e.bytes);
+    CHECK_NOTHROW(Model::open(dir.file("edge.ember"), false));  // (the index is not checksummed)
 }
 
 TEST_CASE("bad input: .ember dimensions out of range or overflowing 32-bit products name the fields") {

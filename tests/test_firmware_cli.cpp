@@ -145,3 +145,32 @@ TEST_CASE("ember-console: a --models folder that is not there is refused at star
         CHECK(msg.find(models == dir.file("a-file") ? "not a folder" : "No such file or directory") != std::string::npos);
     }
 }
+
+TEST_CASE("ember-console: --log naming a model, a text or a FIFO nobody reads is refused at start and the file is left as it was") {
+    test::TempDir dir;
+    const std::string model = dir.file("m.ember"), text = dir.file("notes.txt"), fifo = dir.file("log.fifo");
+    test::write_file(model, test::read_file(test::fixture("gptpy/model.pt")));  // bytes that are not a log
+    test::write_file(text, "my notes\n");
+    REQUIRE(::mkfifo(fifo.c_str(), 0644) == 0);
+    const std::string model_bytes = test::read_file(model);
+    for (const std::string& log : {model, text, fifo}) {
+        CAPTURE(log);
+        const Run r = run(test::program_cmd(EMBER_CONSOLE) + " --stdio --models '" + dir.path() + "' --log '" + log + "'", dir);
+        CHECK(r.status == 1);
+        CHECK(r.err.find("ember-console: error: --log " + log + ": ") == 0);
+        CHECK(r.err.find(log == fifo ? "No such device or address" : "exists and is not an ember-console log") != std::string::npos);
+    }
+    CHECK(test::read_file(model) == model_bytes);
+    CHECK(test::read_file(text) == "my notes\n");
+    // Its own log, and an empty file, are appended to.
+    const std::string own = dir.file("console.log");
+    const Run first = run(test::program_cmd(EMBER_CONSOLE) + " --stdio --models '" + dir.path() + "' --log '" + own + "'", dir);
+    CHECK(first.status == 0);
+    const std::string before = test::read_file(own);
+    REQUIRE(before.find(" ember-console: start: models in ") != std::string::npos);
+    const Run second = run(test::program_cmd(EMBER_CONSOLE) + " --stdio --models '" + dir.path() + "' --log '" + own + "'", dir);
+    CHECK(second.status == 0);
+    const std::string after = test::read_file(own);
+    CHECK(after.size() > before.size());
+    CHECK(after.compare(0, before.size(), before) == 0);
+}

@@ -395,7 +395,8 @@ TEST_CASE("console: megabytes of garbage during a gen: the type-ahead stays boun
 TEST_CASE("console: loads, refusals and errors are logged with an ISO 8601 UTC time, to --log (appended) and to stderr's fd") {
     TempDir dir;
     write_file(dir.file("tiny.ember"), read_file(model_int8()));
-    write_file(dir.file("console.log"), "an earlier line\n");
+    const std::string earlier = "2026-12-01T16:05:03.120Z ember-console: an earlier line\n";  // the log's own shape: appended to
+    write_file(dir.file("console.log"), earlier);
     int journal[2];
     REQUIRE(::pipe(journal) == 0);
     {
@@ -415,11 +416,11 @@ TEST_CASE("console: loads, refusals and errors are logged with an ISO 8601 UTC t
     for (ssize_t n; (n = ::read(journal[0], buf, sizeof buf)) > 0;) from_fd.append(buf, static_cast<size_t>(n));
     ::close(journal[0]);
     const std::string log = read_file(dir.file("console.log"));
-    REQUIRE(log.rfind("an earlier line\n", 0) == 0);  // appended
-    CHECK(log.substr(16) == from_fd);                  // the same lines in both
+    REQUIRE(log.rfind(earlier, 0) == 0);        // appended
+    CHECK(log.substr(earlier.size()) == from_fd);  // the same lines in both
     const std::regex stamp(R"(^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z ember-console: .+$)");
     std::vector<std::string> lines;
-    for (size_t from = 16, k; (k = log.find('\n', from)) != std::string::npos; from = k + 1) lines.push_back(log.substr(from, k - from));
+    for (size_t from = earlier.size(), k; (k = log.find('\n', from)) != std::string::npos; from = k + 1) lines.push_back(log.substr(from, k - from));
     REQUIRE(lines.size() >= 6);
     for (const auto& l : lines) {
         CAPTURE(l);
