@@ -389,12 +389,28 @@ double FinetuneRun::validation_loss() {
         .loss;
 }
 
+double FinetuneRun::save_if_finite(const std::string& out_path, int64_t* saved_step, double* saved_val) {
+    const double val = validation_loss();
+    if (!std::isfinite(val)) {
+        fail("training diverged at step ", adapter_.train.step, ": the validation loss is ", val, " (lr ", adapter_.train.lr,
+             " is likely too high); ", printable(out_path, 200), " keeps the adapter of step ", *saved_step,
+             std::isfinite(*saved_val) ? " (val loss " + std::to_string(*saved_val) + ")" : std::string());
+    }
+    adapter_.save(out_path);
+    *saved_step = static_cast<int64_t>(adapter_.train.step);
+    *saved_val = val;
+    return val;
+}
+
 int64_t FinetuneRun::run(const std::string& out_path, const std::function<void(const FinetuneProgress&)>& on_step,
                          const std::atomic<bool>* stop) {
     double train_secs = 0.0;  // steps only: evaluation and saving are not training time
     int64_t done = 0;
     adapter_.save(out_path);  // an unwritable path fails now, before any work
+    int64_t saved_step = static_cast<int64_t>(adapter_.train.step);
+    double saved_val = std::nan("");  // not measured for the first write (the caller does)
     bool saved_last = true;
+    int skipped_in_a_row = 0;
     while (static_cast<int64_t>(adapter_.train.step) < opts_.steps && !(stop && stop->load())) {
         FinetuneProgress p;
         const auto t0 = std::chrono::steady_clock::now();
@@ -406,15 +422,19 @@ int64_t FinetuneRun::run(const std::string& out_path, const std::function<void(c
         p.step = static_cast<int64_t>(adapter_.train.step);
         p.steps = opts_.steps;
         p.tokens_per_s = static_cast<double>(done) * opts_.batch * opts_.seq / std::max(train_secs, 1e-9);
+        skipped_in_a_row = p.result.skipped ? skipped_in_a_row + 1 : 0;
         if (p.step % opts_.eval_every == 0 || p.step == opts_.steps) {
-            p.val_loss = validation_loss();
-            adapter_.save(out_path);
+            p.val_loss = save_if_finite(out_path, &saved_step, &saved_val);
             p.saved = true;
         }
         saved_last = p.saved;
         if (on_step) on_step(p);
+        if (skipped_in_a_row >= kMaxSkippedInARow) {
+            fail("training diverged: steps ", p.step - skipped_in_a_row + 1, " to ", p.step, " each gave a non-finite loss or gradient (lr ",
+                 adapter_.train.lr, " is likely too high); ", printable(out_path, 200), " keeps the adapter of step ", saved_step);
+        }
     }
-    if (!saved_last) adapter_.save(out_path);
+    if (!saved_last) save_if_finite(out_path, &saved_step, &saved_val);
     return done;
 }
 

@@ -186,8 +186,14 @@ public:
     // Steps until opts.steps or until *stop becomes true (checked between steps); calls
     // on_step after each; writes the adapter to out_path first (a bad path fails before any
     // work), every eval_every steps, and at the end (after a stop too). Returns the steps done.
+    // Divergence (an lr too high) throws ember::Error, leaving the last adapter written whose
+    // validation loss was finite: an adapter whose validation loss is not finite is never
+    // written, and kMaxSkippedInARow steps in a row with a non-finite loss or gradient (each
+    // skipped, Trainer::step) end the run at once.
     int64_t run(const std::string& out_path, const std::function<void(const FinetuneProgress&)>& on_step,
                 const std::atomic<bool>* stop);
+
+    static constexpr int kMaxSkippedInARow = 20;
 
     int64_t step() const { return static_cast<int64_t>(adapter_.train.step); }
     int64_t train_tokens() const { return split_; }
@@ -205,6 +211,9 @@ private:
     std::unique_ptr<BatchSampler> sampler_;
     std::unique_ptr<Session> eval_session_;
     std::vector<int> x_, y_;  // [B, T]
+    // Writes the adapter to out_path if its validation loss (returned) is finite; else throws,
+    // naming the last step written.
+    double save_if_finite(const std::string& out_path, int64_t* saved_step, double* saved_val);
 };
 
 }  // namespace ember

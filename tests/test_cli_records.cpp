@@ -297,3 +297,27 @@ TEST_CASE("ember finetune --log refuses a file that is not a log, the adapter's 
     CHECK(std::count(lines.begin(), lines.end(), "step,loss,val_loss,lr,tokens_per_s") == 1);
     CHECK(lines.size() == 1 + 3 + 1);
 }
+
+TEST_CASE("ember finetune that diverges (an lr far too high) exits 1 and leaves the last adapter whose validation loss was finite") {
+    ember::test::TempDir dir;
+    const std::string model = convert_fixture(dir), text = fixture("gptpy/eval.txt"), a = dir.file("a.emba");
+    const std::string common = "finetune -m " + q(model) + " --text " + q(text) + " --threads 1 --batch 2 --seq 16 --rank 4 ";
+    // With lr 1e30 the first step's update is finite but huge, and every later loss is NaN. It
+    // used to run all its steps, write an adapter that only gives NaN, and exit 0.
+    const Run r = ember_cli(common + "--lr 1e30 --steps 200 --eval-every 100 -o " + q(dir.file("b.emba")), dir);
+    CAPTURE(r.out);
+    CHECK(r.status == 1);
+    CHECK(r.err.find("training diverged: steps ") != std::string::npos);
+    CHECK(r.err.find(" each gave a non-finite loss or gradient (lr 1e+30 is likely too high); ") != std::string::npos);
+    CHECK(r.err.find("b.emba keeps the adapter of step 0") != std::string::npos);
+    // With a checkpoint due before the 20 skipped steps: its validation loss is NaN, so it is not written.
+    const Run c = ember_cli(common + "--lr 1e30 --steps 200 --eval-every 2 -o " + q(a), dir);
+    CHECK(c.status == 1);
+    CHECK(c.err.find("training diverged at step 2: the validation loss is nan") != std::string::npos);
+    CHECK(c.err.find("a.emba keeps the adapter of step 0") != std::string::npos);
+    // What -o keeps (the fresh adapter the run wrote before its first step) scores finitely.
+    const Run e = ember_cli("eval -m " + q(model) + " --adapter " + q(a) + " --text " + q(text) + " --threads 1", dir);
+    CHECK(e.status == 0);
+    CHECK(e.out.find("loss nan") == std::string::npos);
+    CHECK(e.out.find("loss ") == 0);
+}
