@@ -2,12 +2,15 @@
 
 #include <fcntl.h>
 #include <unistd.h>
+#include <xxhash.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <memory>
+#include <new>
 #include <random>
 
 #include "adapter_generated.h"
@@ -19,7 +22,8 @@ namespace ember {
 
 namespace {
 
-constexpr uint32_t kAdapterVersion = 1;
+constexpr uint32_t kAdapterVersion = 2;      // written; values_xxh64 required
+constexpr uint32_t kAdapterVersionOld = 1;   // read: no values_xxh64
 constexpr size_t kMaxAdapterBytes = size_t(1) << 30;
 
 std::string hex64(uint64_t v) {
@@ -33,6 +37,29 @@ void check_finite(const flatbuffers::Vector<float>* v, const std::string& what, 
         if (!std::isfinite(v->Get(i))) fail(what, ": ", field, " element ", i, " is ", v->Get(i), "; adapter values must be finite");
     }
 }
+
+// values_xxh64 (schema/adapter.fbs): the adapter's values in a fixed order, so that a flipped
+// bit in any of them (a value that is still finite, say, but 2^64 times too large) is caught.
+class ValuesHash {
+public:
+    ValuesHash() : st_(XXH64_createState(), XXH64_freeState) {
+        if (!st_) throw std::bad_alloc();
+        XXH64_reset(st_.get(), 0);
+    }
+    template <typename T>
+    ValuesHash& add(T v) {
+        XXH64_update(st_.get(), &v, sizeof v);
+        return *this;
+    }
+    ValuesHash& add(const float* p, size_t n) {
+        XXH64_update(st_.get(), p, n * sizeof(float));
+        return *this;
+    }
+    uint64_t digest() const { return XXH64_digest(st_.get()); }
+
+private:
+    std::unique_ptr<XXH64_state_t, XXH_errorcode (*)(XXH64_state_t*)> st_;
+};
 
 }  // namespace
 
@@ -130,9 +157,17 @@ void LoraAdapter::save(const std::string& path) const {
                                    train.eps, train.clip, train.text_xxh64, m, v);
     }
     const auto pv = b.CreateVector(params_);
+    ValuesHash h;
+    h.add(kAdapterVersion).add(static_cast<uint32_t>(rank_)).add(alpha_).add(base_checksum_).add(static_cast<uint32_t>(n_layer_));
+    h.add(static_cast<uint32_t>(n_embd_)).add(static_cast<uint32_t>(ffn_hidden_)).add(params_.data(), params_.size());
+    if (train.present) {
+        h.add(uint8_t{1}).add(train.step).add(train.adam_step).add(train.seed).add(static_cast<uint32_t>(train.batch));
+        h.add(static_cast<uint32_t>(train.seq)).add(train.lr).add(train.weight_decay).add(train.beta1).add(train.beta2).add(train.eps);
+        h.add(train.clip).add(train.text_xxh64).add(adam_m.data(), adam_m.size()).add(adam_v.data(), adam_v.size());
+    }
     const auto root = fba::CreateAdapter(b, kAdapterVersion, static_cast<uint32_t>(rank_), alpha_, base_checksum_,
                                          static_cast<uint32_t>(n_layer_), static_cast<uint32_t>(n_embd_),
-                                         static_cast<uint32_t>(ffn_hidden_), pv, ts);
+                                         static_cast<uint32_t>(ffn_hidden_), pv, ts, h.digest());
     fba::FinishAdapterBuffer(b, root);
 
     const std::string target = output_target(path);  // through a link, into its file
@@ -179,7 +214,25 @@ std::unique_ptr<LoraAdapter> LoraAdapter::load(const std::string& path, const Mo
     flatbuffers::Verifier verifier(data, bytes.size());
     if (!fba::VerifyAdapterBuffer(verifier)) fail(what, ": adapter fails the FlatBuffers verifier (corrupted or truncated)");
     const fba::Adapter* a = fba::GetAdapter(data);
-    if (a->format_version() != kAdapterVersion) fail(what, ": adapter format_version ", a->format_version(), " is not supported (this build reads ", kAdapterVersion, ")");
+    if (a->format_version() != kAdapterVersion && a->format_version() != kAdapterVersionOld) {
+        fail(what, ": adapter format_version ", a->format_version(), " is not supported (this build reads ", kAdapterVersionOld, " and ",
+             kAdapterVersion, ")");
+    }
+    if (a->format_version() == kAdapterVersion) {
+        ValuesHash h;
+        h.add(a->format_version()).add(a->rank()).add(a->alpha()).add(a->base_xxh64()).add(a->n_layer()).add(a->n_embd()).add(a->ffn_hidden());
+        h.add(a->params()->data(), a->params()->size());
+        if (const fba::TrainState* t = a->train()) {
+            h.add(uint8_t{1}).add(t->step()).add(t->adam_step()).add(t->seed()).add(t->batch()).add(t->seq()).add(t->lr()).add(t->weight_decay());
+            h.add(t->beta1()).add(t->beta2()).add(t->eps()).add(t->clip()).add(t->text_xxh64());
+            if (t->adam_m()) h.add(t->adam_m()->data(), t->adam_m()->size());
+            if (t->adam_v()) h.add(t->adam_v()->data(), t->adam_v()->size());
+        }
+        if (h.digest() != a->values_xxh64()) {
+            fail(what, ": adapter checksum mismatch (values_xxh64 ", hex64(a->values_xxh64()), ", values hash to ", hex64(h.digest()),
+                 "): the file is corrupted");
+        }
+    }
     const ModelConfig& c = model.config();
     if (a->base_xxh64() != model.checksum()) {
         fail(what, ": adapter was trained for another model (base xxh64 ", hex64(a->base_xxh64()), "; ", printable(model.path(), 200),

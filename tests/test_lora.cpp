@@ -6,8 +6,10 @@
 
 #include <atomic>
 #include <cmath>
+#include <cstring>
 #include <fstream>
 
+#include "adapter_generated.h"
 #include "converter/convert.h"
 #include "converter/gpt2_tokenizer.h"
 #include "converter/merge.h"
@@ -271,7 +273,41 @@ TEST_CASE("adapter file: round trip, wrong model, corruption, truncation, non-fi
     const float nan = std::nanf("");
     bad.replace(at, 4, std::string(reinterpret_cast<const char*>(&nan), 4));
     test::write_file(base->dir.file("nan.emba"), bad);
-    refused(base->dir.file("nan.emba"), *base->model, "finite");
+    refused(base->dir.file("nan.emba"), *base->model, "adapter checksum mismatch");
+    // A value still finite but 2^64 times larger or smaller (an exponent bit flipped): such flips gave NaN logits
+    // before format 2's values_xxh64. So does a flip in the training state's moments.
+    std::string big = bytes;
+    big[at + 3] = static_cast<char>(big[at + 3] ^ 0x20);
+    float flipped = 0.0f;
+    std::memcpy(&flipped, &big[at], 4);
+    REQUIRE(std::isfinite(flipped));
+    test::write_file(base->dir.file("big.emba"), big);
+    refused(base->dir.file("big.emba"), *base->model, "adapter checksum mismatch");
+    std::string moment = bytes;
+    const float quarter = 0.25f;
+    const size_t v_at = moment.rfind(std::string(reinterpret_cast<const char*>(&quarter), 4));
+    REQUIRE(v_at != std::string::npos);
+    moment[v_at] = static_cast<char>(moment[v_at] ^ 1);
+    test::write_file(base->dir.file("moment.emba"), moment);
+    refused(base->dir.file("moment.emba"), *base->model, "adapter checksum mismatch");
+    // Format 1 (no values_xxh64) still loads, unchecked but for finite values.
+    auto format1 = [&](float first_value) {
+        flatbuffers::FlatBufferBuilder fbb;
+        std::vector<float> v(a->params(), a->params() + a->size());
+        v[0] = first_value;
+        const auto pv = fbb.CreateVector(v);
+        fbb.Finish(fba::CreateAdapter(fbb, 1, static_cast<uint32_t>(a->rank()), a->alpha(), base->model->checksum(),
+                                      static_cast<uint32_t>(base->model->config().n_layer), static_cast<uint32_t>(base->model->config().n_embd),
+                                      static_cast<uint32_t>(base->model->config().ffn_hidden), pv),
+                   fba::AdapterIdentifier());
+        return std::string(reinterpret_cast<const char*>(fbb.GetBufferPointer()), fbb.GetSize());
+    };
+    test::write_file(base->dir.file("v1.emba"), format1(a->params()[0]));
+    auto v1 = LoraAdapter::load(base->dir.file("v1.emba"), *base->model);
+    CHECK(std::equal(a->params(), a->params() + a->size(), v1->params()));
+    CHECK_FALSE(v1->train.present);
+    test::write_file(base->dir.file("v1nan.emba"), format1(std::nanf("")));
+    refused(base->dir.file("v1nan.emba"), *base->model, "finite");
     // saving non-finite values is refused and leaves the old file
     a->params()[3] = INFINITY;
     CHECK_THROWS_AS(a->save(path), Error);
