@@ -292,12 +292,16 @@ std::string prompt_text(const GenerateArgs& a) {
 
 // --stats, one line on stderr: the prompt's prefill, the time to the first token sampled (the
 // prefill and the first sample), and decode: the tokens after the first, from the first to the last.
-void print_stats(int prompt_tokens, double prefill_s, const GenerateResult& r) {
-    auto rate = [](int tokens, double s) { return s > 0 && tokens > 0 ? tokens / s : 0.0; };
+// The prefill's rate counts the rows run through the model (rows_run): a prompt longer than
+// block_size runs only its last block_size under exact, so its length would overstate it.
+void print_stats(int prompt_tokens, int64_t rows_run, double prefill_s, const GenerateResult& r) {
+    auto rate = [](int64_t tokens, double s) { return s > 0 && tokens > 0 ? static_cast<double>(tokens) / s : 0.0; };
     const int decoded = std::max(0, r.tokens - 1);
     const double decode_s = r.seconds - r.first_token_s;
-    std::fprintf(stderr, "stats: prefill %d tokens in %.2f ms (%.1f tokens/s); time to first token %.2f ms; decode %d tokens in %.2f ms (%.1f tokens/s)\n",
-                 prompt_tokens, 1e3 * prefill_s, rate(prompt_tokens, prefill_s), 1e3 * (prefill_s + r.first_token_s), decoded,
+    char ran[96] = "";
+    if (rows_run != prompt_tokens) std::snprintf(ran, sizeof ran, " (%lld rows run through the model)", static_cast<long long>(rows_run));
+    std::fprintf(stderr, "stats: prefill %d tokens%s in %.2f ms (%.1f tokens/s); time to first token %.2f ms; decode %d tokens in %.2f ms (%.1f tokens/s)\n",
+                 prompt_tokens, ran, 1e3 * prefill_s, rate(rows_run, prefill_s), 1e3 * (prefill_s + r.first_token_s), decoded,
                  1e3 * decode_s, rate(decoded, decode_s));
 }
 
@@ -332,6 +336,7 @@ int cmd_generate(const GenerateArgs& a) {
     const auto t0 = std::chrono::steady_clock::now();
     session->append(ids.data(), static_cast<int>(ids.size()));
     const double prefill_s = seconds_since(t0);
+    const int64_t prefill_rows = session->rows_run();
     // A BPE token may end inside a UTF-8 character: the stream holds such bytes back and
     // prints the character whole, so the output equals the decode of the whole sequence.
     Utf8Stream stream(static_cast<size_t>(tok->max_token_bytes()));
@@ -345,7 +350,7 @@ int cmd_generate(const GenerateArgs& a) {
     std::fputc('\n', stdout);
     if (a.stats) {
         std::fflush(stdout);
-        print_stats(static_cast<int>(ids.size()), prefill_s, r);
+        print_stats(static_cast<int>(ids.size()), prefill_rows, prefill_s, r);
     }
     return 0;
 }

@@ -33,6 +33,7 @@ extern "C" void on_sigint(int) { g_interrupted.store(true); }
 int merge(const FinetuneArgs& a) {
     if (a.adapter.empty()) fail("--merge needs --adapter ADAPTER (the adapter to fold into the weights)");
     if (!a.text.empty() || !a.resume.empty()) fail("--merge folds an existing adapter; it takes no --text or --resume");
+    if (!a.training_option.empty()) fail("--merge folds an existing adapter; it takes no ", a.training_option, " (an option of training)");
     check_output_not_input(a.out, {{"base model", a.model}, {"adapter", a.adapter}});
     auto model = Model::open(a.model);
     auto adapter = LoraAdapter::load(a.adapter, *model);

@@ -23,6 +23,7 @@ struct FinetuneArgs {
     std::string log;
     FinetuneOptions opts;
     bool settings_given = false;  // --rank/--alpha/--batch/--seq/--seed/--lr/... on the line
+    std::string training_option;  // the first option given that only training uses (--merge refuses it), or ""
 };
 
 int cmd_finetune(const FinetuneArgs& a);

@@ -195,7 +195,9 @@ int main(int argc, char** argv) {
     f->add_option("--port", fl.port, "serial device, e.g. /dev/ttyUSB0")->required();
     f->add_option("--baud", fl.baud, "line rate (a standard rate up to 4000000)")->capture_default_str()->check(CLI::Range(50, 4000000));
     f->add_flag("--rtscts", fl.rtscts, "RTS/CTS hardware flow control");
-    f->add_option("--name", fl.name, "install as NAME.ember on the device (default: the file's name)");
+    f->add_option("--name", fl.name, "install as NAME.ember on the device (default: the file's name)")
+        ->type_name("NAME")
+        ->check(CLI::Validator([](std::string& v) { return v.empty() ? std::string("needs a name") : std::string(); }, "NAME"));
     f->add_option("--timeout", fl.timeout_ms, "ms to wait for an answer before sending again (0: from the baud rate)")->capture_default_str()->check(CLI::Range(0, 600000));
     f->add_option("--retries", fl.retries, "sends of one frame before the link counts as lost")->capture_default_str()->check(CLI::Range(1, 1000));
     f->add_flag("--no-verify", fl.no_verify, "send without checking the file here first (the device still verifies)");
@@ -248,6 +250,11 @@ int main(int argc, char** argv) {
             if (*atc) return cli::cmd_attn(at);
             if (*ftc) {
                 for (const CLI::Option* o : settings) ft.settings_given = ft.settings_given || o->count() > 0;
+                std::vector<const CLI::Option*> training(settings.begin(), settings.end());
+                for (const char* name : {"--steps", "--eval-every", "--skip-unknown", "--log-every", "--log"}) training.push_back(ftc->get_option(name));
+                for (const CLI::Option* o : training) {
+                    if (o->count() > 0 && ft.training_option.empty()) ft.training_option = o->get_name();
+                }
                 return cli::cmd_finetune(ft);
             }
         } catch (const Error& err) {

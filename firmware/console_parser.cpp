@@ -60,6 +60,9 @@ float parse_float(std::string_view w, const char* what) {
     char* end = nullptr;
     errno = 0;
     const float v = std::strtof(s.c_str(), &end);
+    if (!s.empty() && *end == '\0' && errno == ERANGE) {
+        throw Bad{std::string(what) + ": '" + printable(s, 40) + "' is outside a float's range (1.2e-38 to 3.4e38 in size, or 0)"};
+    }
     if (s.empty() || errno != 0 || *end != '\0' || !std::isfinite(v)) throw Bad{std::string(what) + ": '" + printable(s, 40) + "' is not a finite number"};
     return v;
 }

@@ -251,6 +251,7 @@ std::unique_ptr<LoraAdapter> LoraAdapter::load(const std::string& path, const Mo
     if (const fba::TrainState* t = a->train(); t && (!t->adam_m() || !t->adam_v() || t->adam_m()->size() != need || t->adam_v()->size() != need)) {
         fail(what, ": training state's AdamW moments are missing or not sized like the adapter (", need, ")");
     }
+    if (!std::isfinite(a->alpha()) || a->alpha() <= 0.0f) fail(what, ": adapter alpha ", a->alpha(), " must be finite and > 0");
     auto out = std::make_unique<LoraAdapter>(model, static_cast<int>(a->rank()), a->alpha());
     check_finite(a->params(), what, "params");
     std::memcpy(out->params(), a->params()->data(), out->size() * sizeof(float));

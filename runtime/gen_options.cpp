@@ -47,6 +47,7 @@ std::string parse_float(std::string_view w, const std::string& what, float& v) {
     char* end = nullptr;
     errno = 0;
     v = std::strtof(s.c_str(), &end);
+    if (!s.empty() && *end == '\0' && errno == ERANGE) return what + ": '" + printable(s, 40) + "' is outside a float's range (1.2e-38 to 3.4e38 in size, or 0)";
     if (s.empty() || errno != 0 || *end != '\0' || !std::isfinite(v)) return what + ": '" + printable(s, 40) + "' is not a finite number";
     return "";
 }

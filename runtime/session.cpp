@@ -30,6 +30,7 @@ void Session::reset() {
 void Session::append(const int* ids, int n) {
     check_token_ids(ids, n, model_.config().vocab_size);
     ctx_.append(ids, n, [this](const int* span, int T, int pos0, int row0, int n_keys0) {
+        rows_run_ += T;
         logits_ = backend_->forward(span, T, pos0, row0, n_keys0, false);
     });
 }

@@ -70,6 +70,10 @@ public:
     // [T, V]. Needs SessionOptions::all_logits. Resets the sequence.
     const float* forward_window(const int* ids, int T);
     int64_t tokens_seen() const { return ctx_.tokens_seen(); }
+    // Token rows run through the model by append() since the session was made: fewer than
+    // the tokens appended where the context policy dropped some (exact keeps the last
+    // block_size of a longer prompt), more where it recomputes a window.
+    int64_t rows_run() const { return rows_run_; }
 
     // The generate loop of `ember generate`, the console's `gen` and ember_generate: n times,
     // sample a token from logits() (only ids below tok.size(): padding rows of the logits are
@@ -98,6 +102,7 @@ private:
     HostScratch scratch_;
     ContextWindow ctx_{ContextPolicy::Exact, 1, nullptr, nullptr};
     const float* logits_ = nullptr;
+    int64_t rows_run_ = 0;
 };
 
 // Cpu or Cuda: Auto is Cuda when a GPU device node exists, the CUDA module loads and finds a

@@ -145,6 +145,12 @@ TEST_CASE("ember: bad option values give one line and exit 1") {
     // Not a number is said as such, not as out of range.
     check_refused(ember_cli("bench -m x.ember --threads two", dir), "--threads: Failed parsing two as a INT");
     check_refused(ember_cli("info x.ember --threads 1.5", dir), "--threads: Failed parsing 1.5 as a INT");
+    check_refused(ember_cli("flash --port /dev/null --name '' x.ember", dir), "--name: needs a name");
+    check_refused(ember_cli("finetune -m x.ember --merge --adapter a.emba --steps 5 -o y.ember", dir),
+                  "--merge folds an existing adapter; it takes no --steps (an option of training)");  // it used to ignore them
+    check_refused(ember_cli("finetune -m x.ember --merge --adapter a.emba --lr 0.1 -o y.ember", dir), "it takes no --lr");  // it used to mean the default
+    // A denormal or an overflowing float is said as such, not as "not a finite number".
+    check_refused(ember_cli("generate -m x.ember --temperature 1e-45", dir), "--temperature: '1e-45' is outside a float's range");
     check_refused(ember_cli("generate -m x.ember --bogus", dir), "--bogus");
     check_refused(ember_cli("generate -n 3", dir), "--model is required");
     check_refused(ember_cli("convert " + q(fixture("gptpy/model.pt")) + " --vocab-text " + q(dir.path()) + " -o " + q(dir.file("o.ember")), dir),

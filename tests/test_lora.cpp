@@ -291,23 +291,25 @@ TEST_CASE("adapter file: round trip, wrong model, corruption, truncation, non-fi
     test::write_file(base->dir.file("moment.emba"), moment);
     refused(base->dir.file("moment.emba"), *base->model, "adapter checksum mismatch");
     // Format 1 (no values_xxh64) still loads, unchecked but for finite values.
-    auto format1 = [&](float first_value) {
+    auto format1 = [&](float first_value, float alpha) {
         flatbuffers::FlatBufferBuilder fbb;
         std::vector<float> v(a->params(), a->params() + a->size());
         v[0] = first_value;
         const auto pv = fbb.CreateVector(v);
-        fbb.Finish(fba::CreateAdapter(fbb, 1, static_cast<uint32_t>(a->rank()), a->alpha(), base->model->checksum(),
+        fbb.Finish(fba::CreateAdapter(fbb, 1, static_cast<uint32_t>(a->rank()), alpha, base->model->checksum(),
                                       static_cast<uint32_t>(base->model->config().n_layer), static_cast<uint32_t>(base->model->config().n_embd),
                                       static_cast<uint32_t>(base->model->config().ffn_hidden), pv),
                    fba::AdapterIdentifier());
         return std::string(reinterpret_cast<const char*>(fbb.GetBufferPointer()), fbb.GetSize());
     };
-    test::write_file(base->dir.file("v1.emba"), format1(a->params()[0]));
+    test::write_file(base->dir.file("v1.emba"), format1(a->params()[0], a->alpha()));
     auto v1 = LoraAdapter::load(base->dir.file("v1.emba"), *base->model);
     CHECK(std::equal(a->params(), a->params() + a->size(), v1->params()));
     CHECK_FALSE(v1->train.present);
-    test::write_file(base->dir.file("v1nan.emba"), format1(std::nanf("")));
+    test::write_file(base->dir.file("v1nan.emba"), format1(std::nanf(""), a->alpha()));
     refused(base->dir.file("v1nan.emba"), *base->model, "finite");
+    test::write_file(base->dir.file("v1alpha.emba"), format1(a->params()[0], -INFINITY));
+    refused(base->dir.file("v1alpha.emba"), *base->model, "v1alpha.emba: adapter alpha -inf must be finite and > 0");
     // saving non-finite values is refused and leaves the old file
     a->params()[3] = INFINITY;
     CHECK_THROWS_AS(a->save(path), Error);

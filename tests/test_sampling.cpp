@@ -365,6 +365,16 @@ TEST_CASE("ember generate --stats: prefill and decode tokens/s and the time to f
     for (size_t i = 1; i < mm.size(); ++i) CHECK(std::stod(mm[i]) > 0);
     CHECK(std::stod(mm[3]) >= std::stod(mm[1]));  // the first token comes after the prefill
     CHECK(ember_cli("generate -m " + q(path) + " -p " + q("The cafe") + " -n 30", dir).err.empty());
+    // A prompt longer than block_size: exact runs only its last block_size rows, and says so
+    // (the rate used to count all 108 tokens over the time of the last block_size).
+    std::string longer;
+    for (int i = 0; i < 12; ++i) longer += "The cafe ";
+    const test::Run l = ember_cli("generate -m " + q(path) + " -p " + q(longer) + " -n 3 --stats", dir);
+    REQUIRE(l.status == 0);
+    CAPTURE(l.err);
+    const std::regex rows("stats: prefill 108 tokens \\(([0-9]+) rows run through the model\\) in .*\n");
+    REQUIRE(std::regex_match(l.err, mm, rows));
+    CHECK(std::stoi(mm[1]) == Model::open(path)->config().block_size);
 }
 
 TEST_CASE("mistyped names get the nearest one: ember's options and subcommands, the console's commands, options and settings") {

@@ -95,6 +95,8 @@ TEST_CASE("console parser: every bad line has a reason") {
     CHECK(error_of("gen --tokens -5 hi").find("-n -5 not in 0..") == 0);
     CHECK(error_of("gen -n 99999999999999999999 hi").find("not an integer") != std::string::npos);
     CHECK(error_of("gen --temp nan hi") == "--temperature: 'nan' is not a finite number");
+    CHECK(error_of("gen --temp 1e-45 hi") == "--temperature: '1e-45' is outside a float's range (1.2e-38 to 3.4e38 in size, or 0)");
+    CHECK(error_of("gen --top-p 1e39 hi") == "--top-p: '1e39' is outside a float's range (1.2e-38 to 3.4e38 in size, or 0)");
     CHECK(error_of("gen --temperature -1 hi").find("--temperature -1 not in 0..100") == 0);
     CHECK(error_of("gen --top-p 0 hi") == "--top-p 0 not in (0, 1]");
     CHECK(error_of("gen --seed -1 hi").find("--seed: '-1' is not an integer >= 0") == 0);
