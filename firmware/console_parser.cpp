@@ -1,9 +1,6 @@
 #include "firmware/console_parser.h"
 
 #include <cctype>
-#include <cerrno>
-#include <cmath>
-#include <cstdlib>
 #include <vector>
 
 #include "firmware/flash.h"
@@ -33,37 +30,22 @@ std::string rest_of(std::string_view s, size_t pos) {
     return std::string(s.substr(pos));
 }
 
+// runtime/gen_options.h's parsers, a refusal thrown as Bad.
 long long parse_int(std::string_view w, const char* what, long long lo, long long hi) {
-    const std::string s(w);
-    if (s.empty()) throw Bad{std::string(what) + " needs a value"};
-    char* end = nullptr;
-    errno = 0;
-    const long long v = std::strtoll(s.c_str(), &end, 10);
-    if (errno != 0 || *end != '\0' || !(std::isdigit(static_cast<unsigned char>(s[0])) || s[0] == '-'))
-        throw Bad{std::string(what) + ": '" + printable(s, 40) + "' is not an integer"};
-    if (v < lo || v > hi) throw Bad{std::string(what) + " " + s + " not in " + std::to_string(lo) + ".." + std::to_string(hi)};
+    long long v = 0;
+    if (std::string bad = ember::parse_int(w, what, lo, hi, v); !bad.empty()) throw Bad{bad};
     return v;
 }
 
 uint64_t parse_u64(std::string_view w, const char* what) {
-    const std::string s(w);
-    if (s.empty() || !std::isdigit(static_cast<unsigned char>(s[0]))) throw Bad{std::string(what) + ": '" + printable(s, 40) + "' is not an integer >= 0"};
-    char* end = nullptr;
-    errno = 0;
-    const unsigned long long v = std::strtoull(s.c_str(), &end, 10);
-    if (errno != 0 || *end != '\0') throw Bad{std::string(what) + ": '" + printable(s, 40) + "' is not an integer in 0..2^64-1"};
+    uint64_t v = 0;
+    if (std::string bad = ember::parse_u64(w, what, v); !bad.empty()) throw Bad{bad};
     return v;
 }
 
 float parse_float(std::string_view w, const char* what) {
-    const std::string s(w);
-    char* end = nullptr;
-    errno = 0;
-    const float v = std::strtof(s.c_str(), &end);
-    if (!s.empty() && *end == '\0' && errno == ERANGE) {
-        throw Bad{std::string(what) + ": '" + printable(s, 40) + "' is outside a float's range (1.2e-38 to 3.4e38 in size, or 0)"};
-    }
-    if (s.empty() || errno != 0 || *end != '\0' || !std::isfinite(v)) throw Bad{std::string(what) + ": '" + printable(s, 40) + "' is not a finite number"};
+    float v = 0.0f;
+    if (std::string bad = ember::parse_float(w, what, v); !bad.empty()) throw Bad{bad};
     return v;
 }
 

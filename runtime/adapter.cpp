@@ -38,28 +38,27 @@ void check_finite(const flatbuffers::Vector<float>* v, const std::string& what, 
     }
 }
 
-// values_xxh64 (schema/adapter.fbs): the adapter's values in a fixed order, so that a flipped
-// bit in any of them (a value that is still finite, say, but 2^64 times too large) is caught.
-class ValuesHash {
-public:
-    ValuesHash() : st_(XXH64_createState(), XXH64_freeState) {
-        if (!st_) throw std::bad_alloc();
-        XXH64_reset(st_.get(), 0);
+// values_xxh64 (schema/adapter.fbs) of an adapter as read: the values in a fixed order, so
+// that a flipped bit in any of them (a value still finite, say, but 2^64 times too large) is
+// caught. save() hashes the buffer it built, load() the one it read: one list of fields.
+uint64_t values_xxh64(const fba::Adapter& a) {
+    std::unique_ptr<XXH64_state_t, XXH_errorcode (*)(XXH64_state_t*)> st(XXH64_createState(), XXH64_freeState);
+    if (!st) throw std::bad_alloc();
+    XXH64_reset(st.get(), 0);
+    auto add = [&](auto v) { XXH64_update(st.get(), &v, sizeof v); };
+    auto add_floats = [&](const flatbuffers::Vector<float>* v) {
+        if (v) XXH64_update(st.get(), v->data(), v->size() * sizeof(float));
+    };
+    add(a.format_version()), add(a.rank()), add(a.alpha()), add(a.base_xxh64()), add(a.n_layer()), add(a.n_embd()), add(a.ffn_hidden());
+    add_floats(a.params());
+    if (const fba::TrainState* t = a.train()) {
+        add(uint8_t{1}), add(t->step()), add(t->adam_step()), add(t->seed()), add(t->batch()), add(t->seq()), add(t->lr());
+        add(t->weight_decay()), add(t->beta1()), add(t->beta2()), add(t->eps()), add(t->clip()), add(t->text_xxh64());
+        add_floats(t->adam_m());
+        add_floats(t->adam_v());
     }
-    template <typename T>
-    ValuesHash& add(T v) {
-        XXH64_update(st_.get(), &v, sizeof v);
-        return *this;
-    }
-    ValuesHash& add(const float* p, size_t n) {
-        XXH64_update(st_.get(), p, n * sizeof(float));
-        return *this;
-    }
-    uint64_t digest() const { return XXH64_digest(st_.get()); }
-
-private:
-    std::unique_ptr<XXH64_state_t, XXH_errorcode (*)(XXH64_state_t*)> st_;
-};
+    return XXH64_digest(st.get());
+}
 
 }  // namespace
 
@@ -157,18 +156,17 @@ void LoraAdapter::save(const std::string& path) const {
                                    train.eps, train.clip, train.text_xxh64, m, v);
     }
     const auto pv = b.CreateVector(params_);
-    ValuesHash h;
-    h.add(kAdapterVersion).add(static_cast<uint32_t>(rank_)).add(alpha_).add(base_checksum_).add(static_cast<uint32_t>(n_layer_));
-    h.add(static_cast<uint32_t>(n_embd_)).add(static_cast<uint32_t>(ffn_hidden_)).add(params_.data(), params_.size());
-    if (train.present) {
-        h.add(uint8_t{1}).add(train.step).add(train.adam_step).add(train.seed).add(static_cast<uint32_t>(train.batch));
-        h.add(static_cast<uint32_t>(train.seq)).add(train.lr).add(train.weight_decay).add(train.beta1).add(train.beta2).add(train.eps);
-        h.add(train.clip).add(train.text_xxh64).add(adam_m.data(), adam_m.size()).add(adam_v.data(), adam_v.size());
-    }
+    // values_xxh64 is written as 0 (present: ForceDefaults), then set to the hash of the built buffer.
     const auto root = fba::CreateAdapter(b, kAdapterVersion, static_cast<uint32_t>(rank_), alpha_, base_checksum_,
                                          static_cast<uint32_t>(n_layer_), static_cast<uint32_t>(n_embd_),
-                                         static_cast<uint32_t>(ffn_hidden_), pv, ts, h.digest());
+                                         static_cast<uint32_t>(ffn_hidden_), pv, ts, 0);
     fba::FinishAdapterBuffer(b, root);
+    {
+        // The generated table derives privately from flatbuffers::Table, at the same address.
+        auto* table = reinterpret_cast<flatbuffers::Table*>(flatbuffers::GetMutableRoot<fba::Adapter>(b.GetBufferPointer()));
+        const uint64_t h = values_xxh64(*fba::GetAdapter(b.GetBufferPointer()));
+        if (!table->SetField<uint64_t>(fba::Adapter::VT_VALUES_XXH64, h, 0)) fail("adapter save: values_xxh64 missing from the built buffer");
+    }
 
     const std::string target = output_target(path);  // through a link, into its file
     const std::string tmp = target + ".tmp-" + std::to_string(::getpid());
@@ -219,17 +217,9 @@ std::unique_ptr<LoraAdapter> LoraAdapter::load(const std::string& path, const Mo
              kAdapterVersion, ")");
     }
     if (a->format_version() == kAdapterVersion) {
-        ValuesHash h;
-        h.add(a->format_version()).add(a->rank()).add(a->alpha()).add(a->base_xxh64()).add(a->n_layer()).add(a->n_embd()).add(a->ffn_hidden());
-        h.add(a->params()->data(), a->params()->size());
-        if (const fba::TrainState* t = a->train()) {
-            h.add(uint8_t{1}).add(t->step()).add(t->adam_step()).add(t->seed()).add(t->batch()).add(t->seq()).add(t->lr()).add(t->weight_decay());
-            h.add(t->beta1()).add(t->beta2()).add(t->eps()).add(t->clip()).add(t->text_xxh64());
-            if (t->adam_m()) h.add(t->adam_m()->data(), t->adam_m()->size());
-            if (t->adam_v()) h.add(t->adam_v()->data(), t->adam_v()->size());
-        }
-        if (h.digest() != a->values_xxh64()) {
-            fail(what, ": adapter checksum mismatch (values_xxh64 ", hex64(a->values_xxh64()), ", values hash to ", hex64(h.digest()),
+        const uint64_t h = values_xxh64(*a);
+        if (h != a->values_xxh64()) {
+            fail(what, ": adapter checksum mismatch (values_xxh64 ", hex64(a->values_xxh64()), ", values hash to ", hex64(h),
                  "): the file is corrupted");
         }
     }

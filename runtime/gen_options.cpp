@@ -19,7 +19,14 @@ std::string first_name(GenOption id) {
     return "?";
 }
 
-// The parsers give "" or the reason; the value is stored only when good.
+std::string with_dashes_as(std::string_view s, char from, char to) {
+    std::string r(s);
+    for (char& c : r) c = c == from ? to : c;
+    return r;
+}
+
+}  // namespace
+
 std::string parse_int(std::string_view w, const std::string& what, long long lo, long long hi, long long& v) {
     const std::string s(w);
     if (s.empty()) return what + " needs a value";
@@ -51,14 +58,6 @@ std::string parse_float(std::string_view w, const std::string& what, float& v) {
     if (s.empty() || errno != 0 || *end != '\0' || !std::isfinite(v)) return what + ": '" + printable(s, 40) + "' is not a finite number";
     return "";
 }
-
-std::string with_dashes_as(std::string_view s, char from, char to) {
-    std::string r(s);
-    for (char& c : r) c = c == from ? to : c;
-    return r;
-}
-
-}  // namespace
 
 void GenOverrides::apply(SamplerOptions& s, int& n_out) const {
     if (n) n_out = *n;

@@ -78,6 +78,14 @@ const GenOptionSpec* find_gen_set_key(std::string_view key);
 // Returns "" or the reason, one line naming the option by its first name ("-n", "--top-k").
 std::string parse_gen_option(GenOption id, std::string_view value, GenOverrides& o);
 
+// The number parsers of the options (ember's and the console's): "" or the reason, one line
+// naming `what` ("--top-k: 'x' is not an integer"); v is written only when the text is good.
+// parse_int: a decimal integer in [lo, hi]. parse_u64: 0..2^64-1. parse_float: a finite float
+// (strtof), a value outside a float's range said as such.
+std::string parse_int(std::string_view w, const std::string& what, long long lo, long long hi, long long& v);
+std::string parse_u64(std::string_view w, const std::string& what, uint64_t& v);
+std::string parse_float(std::string_view w, const std::string& what, float& v);
+
 // `\n`, `\t` and `\\` in s as their characters (the console's text, `ember generate -e`).
 // Returns false with `why` (naming the unknown escape and its byte) on another escape or a
 // lone backslash at the end.
