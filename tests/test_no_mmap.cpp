@@ -249,6 +249,12 @@ TEST_CASE("a mapped model file written over in place is noticed, one replaced by
 }
 
 TEST_CASE("report_truncated_model_files: a read past the end of a truncated mapping says so, and the process still dies of SIGBUS") {
+#ifdef EMBER_EMULATOR
+    // qemu-user takes the host's SIGBUS in its own code and aborts (SIGABRT) instead of
+    // delivering it to the program, so there is no guest handler to test.
+    MESSAGE("SKIPPED under " EMBER_EMULATOR ": it does not deliver a mapping's SIGBUS to the program");
+    return;
+#endif
     test::TempDir dir;
     const std::string file = dir.file("mapped.bin"), err = dir.file("stderr.txt");
     for (const bool handler : {true, false}) {
