@@ -1,6 +1,8 @@
 #include "runtime/cuda_module.h"
 
 #include <dlfcn.h>
+#include <link.h>
+#include <unistd.h>
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -56,9 +58,24 @@ const CudaModuleApi* load_module(std::string* why) {
         }
         candidates.push_back(env);
     } else {
+        // The file this code was loaded from: libember.so's path as the loader opened it, or, in a
+        // program linked with libember statically, the program itself. dladdr names the program
+        // by argv[0] ("ember" when started through PATH, which would make the directory "."),
+        // so the program is read from /proc/self/exe instead.
         Dl_info info{};
-        if (dladdr(reinterpret_cast<void*>(&load_module), &info) && info.dli_fname && *info.dli_fname) {
-            const std::string d = dir_of(info.dli_fname);
+        link_map* map = nullptr;
+        std::string self;
+        if (dladdr1(reinterpret_cast<void*>(&load_module), &info, reinterpret_cast<void**>(&map), RTLD_DL_LINKMAP)) {
+            if (map && map->l_name && *map->l_name) {
+                self = map->l_name;
+            } else {
+                char buf[4096];
+                const ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
+                if (n > 0) self.assign(buf, static_cast<size_t>(n));
+            }
+        }
+        if (!self.empty() && self.find('/') != std::string::npos) {
+            const std::string d = dir_of(self);
             for (const std::string& c : {d + "/" + kCudaModuleFile, d + "/../lib/" + kCudaModuleFile,
                                          d + "/../" EMBER_INSTALL_LIBDIR "/" + kCudaModuleFile}) {
                 if (std::find(candidates.begin(), candidates.end(), c) == candidates.end()) candidates.push_back(c);

@@ -119,6 +119,18 @@ TEST_CASE("linking: the CUDA module carries cuBLASLt, without a GPU cuda is one 
             CHECK(r.status == 1);
             CHECK(r.err == "ember: error: no CUDA device found (use --backend cpu)\n");
             CHECK(r.out.empty());
+            // Started through PATH from another directory, which holds a file of the module's
+            // name: the module beside the program is found, the one in the current directory never
+            // opened (dladdr names the program "ember" there).
+            ember::test::write_file(dir.file("libember-cuda.so"), "not a library");
+            const std::string cli = EMBER_CLI;
+            int status = -1;
+            const std::string err = shell("cd " + q(dir.path()) + " && PATH=" + q(cli.substr(0, cli.rfind('/'))) + ":\"$PATH\" ember" +
+                                              gen + " --backend cuda 2>&1 >/dev/null </dev/null",
+                                          &status);
+            CAPTURE(err);
+            CHECK(status == 1);
+            CHECK(err == "ember: error: no CUDA device found (use --backend cpu)\n");
         }
     } else {
         MESSAGE("no CUDA module in this build (" << module << "): its NEEDED check skipped");
