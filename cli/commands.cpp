@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "kernels/cpu/attention.h"
+#include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/linear.h"
 #include "runtime/cpu_backend.h"
 #include "runtime/cuda_module.h"
@@ -360,8 +361,8 @@ int cmd_eval(const EvalArgs& a) {
     auto model = Model::open(a.model, a.load);
     int64_t skipped = 0;
     const std::string text = read_text_file(a.text);
-    const std::vector<int> ids = a.skip_unknown ? encode_training_text(*model, text, printable(a.text, 200), true, &skipped)
-                                                : make_tokenizer(*model)->encode(text, printable(a.text, 200));
+    // Every character outside the vocabulary is named, with its count, and --skip-unknown offered.
+    const std::vector<int> ids = encode_training_text(*model, text, printable(a.text, 200), a.skip_unknown, &skipped);
     if (skipped > 0) std::printf("%lld characters outside the vocabulary skipped\n", static_cast<long long>(skipped));
     const int64_t start = a.split == "val" ? val_split_start(static_cast<int64_t>(ids.size())) : 0;
     if (ids.size() - start < 2) {
@@ -460,6 +461,9 @@ int cmd_bench(const BenchArgs& a) {
     const std::string kernels = std::string(kernels::linear_kernel_name(kernels::WType::F32)) + ", " +
                                 kernels::linear_kernel_name(kernels::WType::F16) + ", " + kernels::linear_kernel_name(i8) +
                                 ", attention/layernorm/activation: " + kernels::ops_kernel_name();
+    // The cache hint needs the last-level cache's size; where sysfs does not give it (some VMs
+    // and containers) the weights are taken to come from DRAM, which bench says.
+    const size_t llc = kernels::last_level_cache_bytes();
     if (a.json) {
         nlohmann::json j{{"engine", "ember"}, {"backend", backend.name()}, {"threads", threads}, {"runs", a.runs},
                          {"prefill_tok_s", p}, {"prefill_tok_s_min", ps.min}, {"prefill_tok_s_max", ps.max},
@@ -467,6 +471,7 @@ int cmd_bench(const BenchArgs& a) {
                          {"mmap", a.load.mmap}, {"mlock", a.load.mlock}, {"mlocked", model->locked()}, {"huge_page_bytes", model->huge_page_bytes()}};
         if (!gpu) {
             j["kernels"] = kernels;
+            j["last_level_cache_bytes"] = llc;  // 0: unknown
             j["prefill_dispatches"] = prefill_counts.dispatches;  // the timed runs' (thread pool)
             j["prefill_solo_dispatches"] = prefill_counts.solo;
             j["decode_dispatches"] = decode_counts.dispatches;
@@ -489,6 +494,13 @@ int cmd_bench(const BenchArgs& a) {
         } else {
             std::printf("backend: cpu\nthreads: %d\nkernels: %s\nkv cache: %s\n", threads, kernels.c_str(),
                         kernels::kv_dtype_name(so.kv_cache));
+            if (llc == 0) {
+                std::printf("last-level cache: size unknown (no /sys/devices/system/cpu/cpu0/cache): int8 weights are taken to "
+                            "come from DRAM, so the 8-row decode kernel of cache-resident weights is not used\n");
+            } else {
+                std::printf("last-level cache: %.1f MiB; int8 weights %s it\n", llc / 1048576.0,
+                            model->weight_bytes() <= llc ? "fit in (8-row decode kernel where the group size allows)" : "exceed");
+            }
         }
         if (!backend.describe().empty()) std::printf("%s\n", backend.describe().c_str());
         std::printf("weights: %s\n", weights_held(*model, a.load).c_str());

@@ -35,6 +35,7 @@ int merge(const FinetuneArgs& a) {
     if (!a.text.empty() || !a.resume.empty()) fail("--merge folds an existing adapter; it takes no --text or --resume");
     if (!a.training_option.empty()) fail("--merge folds an existing adapter; it takes no ", a.training_option, " (an option of training)");
     check_output_not_input(a.out, {{"base model", a.model}, {"adapter", a.adapter}});
+    output_target(a.out);  // refused before the model and adapter are read
     auto model = Model::open(a.model);
     auto adapter = LoraAdapter::load(a.adapter, *model);
     const convert::WriteReport r = convert::merge_adapter(*model, *adapter, a.adapter, a.out);
@@ -127,7 +128,7 @@ int cmd_finetune(const FinetuneArgs& a) {
         if (!adapter->train.present) fail(printable(a.resume, 200), ": holds no training state to resume from");
         if (a.settings_given) {
             fail("--resume takes rank, alpha, batch, seq, seed, lr, weight decay and clip from ", printable(a.resume, 200),
-                 "; give only --steps, --eval-every, --threads");
+                 "; besides -m, --text and -o, give only --steps, --eval-every, --threads, --skip-unknown, --log-every and --log");
         }
     } else {
         adapter = std::make_unique<LoraAdapter>(*model, a.opts.rank, a.opts.alpha);

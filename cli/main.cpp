@@ -1,6 +1,7 @@
 // ember: convert PyTorch GPT checkpoints to .ember files and run them on the CPU.
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -45,7 +46,13 @@ std::string unknown_argument(const CLI::App& app) {
 
 // A first argument that is no subcommand: "unknown command X; did you mean Y?", or "".
 std::string unknown_command(const CLI::App& app, int argc, char** argv) {
-    if (argc < 2 || argv[1][0] == '-' || argv[1][0] == '\0') return "";
+    if (argc < 2 || argv[1][0] == '\0') return "";
+    if (argv[1][0] == '-') {  // before any subcommand: --help, -h or --version only
+        const std::string w = argv[1];
+        const std::vector<std::string> names = option_names(&app);
+        if (w.size() < 2 || std::find(names.begin(), names.end(), w.substr(0, w.find('='))) != names.end()) return "";
+        return "unknown option " + w + did_you_mean(w.substr(0, w.find('=')), names);
+    }
     std::vector<std::string> names;
     for (const CLI::App* sub : app.get_subcommands({})) {
         if (sub->get_name() == argv[1]) return "";
@@ -66,7 +73,7 @@ int main(int argc, char** argv) {
     ember::report_truncated_model_files();  // a model file truncated under its mapping: said, not only "Bus error"
     CLI::App app{"ember: small GPT language models on the edge"};
     app.require_subcommand(1);
-    app.set_version_flag("--version", "ember 0.1.0 (.ember format versions 1 and 2)");
+    app.set_version_flag("--version", "ember " EMBER_VERSION_STRING " (.ember format versions 1 and 2)");
 
     convert::ConvertOptions conv;
     std::string dtype = "int8", arch = "auto";

@@ -1,5 +1,7 @@
 #include "converter/convert.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cctype>
@@ -8,6 +10,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <set>
 #include <sstream>
@@ -25,6 +28,28 @@
 namespace ember::convert {
 
 namespace {
+
+// The checkpoint is looked at before anything else is asked of the command line: a missing
+// file, or an ember file given to convert again, is the mistake to name first. Throws
+// ember::Error.
+void check_checkpoint_file(const std::string& path) {
+    const std::string f = printable(path, 200);
+    struct stat st {};
+    if (::stat(path.c_str(), &st) != 0) fail(f, ": cannot open the checkpoint (", std::strerror(errno), ")");
+    if (!S_ISREG(st.st_mode)) return;  // the checkpoint reader says what it is
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) fail(f, ": cannot open the checkpoint (", std::strerror(errno), ")");
+    char head[12] = {};
+    const ssize_t n = ::read(fd, head, sizeof head);
+    ::close(fd);
+    // FlatBuffers file identifiers: a model is size-prefixed (bytes 8..11), an adapter not (4..7).
+    if (n == static_cast<ssize_t>(sizeof head) && std::memcmp(head + 8, "EMBR", 4) == 0) {
+        fail(f, ": is already an .ember model, not a PyTorch checkpoint: use it as it is (ember generate -m ", f, ")");
+    }
+    if (n >= 8 && std::memcmp(head + 4, "EMBA", 4) == 0) {
+        fail(f, ": is an ember LoRA adapter, not a PyTorch checkpoint: fold it into its model with ember finetune --merge");
+    }
+}
 
 std::string base_name(const std::string& p) {
     const auto slash = p.find_last_of('/');
@@ -160,6 +185,7 @@ std::vector<uint32_t> vocab_from_text(const std::string& path) {
 }
 
 ConvertResult convert(const ConvertOptions& opts) {
+    check_checkpoint_file(opts.checkpoint);
     const int n_vocab_sources = !opts.vocab_text.empty() + !opts.meta.empty() + !opts.tokenizer.empty();
     if (n_vocab_sources != 1) {
         fail("a vocabulary is needed: give exactly one of --vocab-text FILE or --meta META.pkl (char models) or "

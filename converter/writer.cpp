@@ -18,6 +18,7 @@
 #include "runtime/memory.h"
 #include "runtime/model.h"
 #include "runtime/paths.h"
+#include "runtime/utf8.h"
 
 namespace ember::convert {
 
@@ -243,7 +244,7 @@ WriteReport write_ember(const CanonicalModel& model, const TokenizerSpec& tokeni
         }
     } forget{opts.on_temp_file};
     int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) fail(out_path, ": cannot create: ", std::strerror(errno));
+    if (fd < 0) fail(printable(out_path, 200), ": cannot create its temporary file ", printable(tmp, 200), ": ", std::strerror(errno));
     WriteReport report;
     try {
         // The data section, one tensor at a time: read (a lazy tensor from its checkpoint),

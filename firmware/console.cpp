@@ -461,8 +461,7 @@ void Console::cmd_eval(const Command& c) {
     }
     int64_t skipped = 0;  // --skip-unknown: characters outside a char model's vocabulary, dropped
     const std::string text = read_text_file(c.file, size_t(256) << 20);
-    const std::vector<int> ids = c.skip_unknown ? encode_training_text(*model_, text, printable(c.file, 200), true, &skipped)
-                                                : tok_->encode(text, printable(c.file, 200));
+    const std::vector<int> ids = encode_training_text(*model_, text, printable(c.file, 200), c.skip_unknown, &skipped);
     const int64_t start = c.eval_all ? 0 : val_split_start(static_cast<int64_t>(ids.size()));
     if (static_cast<int64_t>(ids.size()) - start < 2) fail(printable(c.file, 200), ": too few tokens to evaluate (at least 2)");
     auto s = session_for(*model_, adapter_.get(), true);

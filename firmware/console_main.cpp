@@ -16,11 +16,13 @@
 #include <cstring>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "firmware/console.h"
 #include "firmware/serial_port.h"
 #include "runtime/model.h"
 #include "runtime/error.h"
+#include "runtime/suggest.h"
 #include "runtime/utf8.h"
 
 using namespace ember;
@@ -86,7 +88,7 @@ int main(int argc, char** argv) {
     app.add_option("--baud", baud, "line rate (a standard rate up to 4000000)")->capture_default_str()->check(CLI::Validator(
         [](std::string& v) {
             try {
-                return fw::is_standard_baud(std::stoi(v)) ? std::string() : std::string("not a standard rate");
+                return fw::is_standard_baud(std::stoi(v)) ? std::string() : "not a standard rate (" + fw::standard_bauds() + ")";
             } catch (...) {
                 return std::string("not a number");
             }
@@ -107,14 +109,36 @@ int main(int argc, char** argv) {
     app.add_flag("--crlf", o.crlf, "end output lines with CR LF (serial terminals)");
     app.add_option("--log", o.log_file, "append the event log (loads, flashes, refusals, errors; ISO 8601 UTC times) to FILE; it goes to stderr too");
     app.add_option("--flash-timeout", o.flash_idle_ms, "ms without a frame before binary mode ends")->capture_default_str()->check(CLI::Range(100, 3600000));
+    app.set_version_flag("--version", "ember-console 0.1.0 (ember " EMBER_VERSION_STRING ", .ember format versions 1 and 2)");
+    app.allow_extras();  // a mistyped option is named with the nearest one, before anything else
+    auto parse_error = [](const std::string& msg) {
+        std::fprintf(stderr, "ember-console: error: %s (see ember-console --help)\n", msg.c_str());
+        return 1;
+    };
+    auto unknown_argument = [&app]() -> std::string {
+        const std::vector<std::string> rest = app.remaining();
+        if (rest.empty()) return "";
+        const std::string& w = rest.front();
+        if (w.size() > 1 && w[0] == '-') {
+            std::vector<std::string> names;
+            for (const CLI::Option* opt : app.get_options()) {
+                for (const std::string& l : opt->get_lnames()) names.push_back("--" + l);
+            }
+            return "unknown option " + printable(w, 60) + did_you_mean(w.substr(0, w.find('=')), names);
+        }
+        return "unexpected argument '" + printable(w, 60) + "' (options only: --port DEV or --stdio, ...)";
+    };
     try {
         app.parse(argc, argv);
+        if (const std::string bad = unknown_argument(); !bad.empty()) return parse_error(bad);
     } catch (const CLI::CallForHelp& e) {
         return app.exit(e);
+    } catch (const CLI::CallForVersion& e) {
+        return app.exit(e);
     } catch (const CLI::ParseError& e) {
+        if (const std::string bad = unknown_argument(); !bad.empty()) return parse_error(bad);
         std::string msg = e.what();
-        std::fprintf(stderr, "ember-console: error: %s (see ember-console --help)\n", msg.substr(0, msg.find('\n')).c_str());
-        return 1;
+        return parse_error(msg.substr(0, msg.find('\n')));
     }
     if (port.empty() && !use_stdio) {
         std::fprintf(stderr, "ember-console: error: give --port DEV or --stdio (see ember-console --help)\n");

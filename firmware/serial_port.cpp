@@ -38,6 +38,12 @@ bool is_standard_baud(int baud) {
     return false;
 }
 
+std::string standard_bauds() {
+    std::string list;
+    for (const auto& b : kBauds) list += (list.empty() ? "" : ", ") + std::to_string(b.baud);
+    return list;
+}
+
 void configure_raw(int fd, int baud, bool rtscts) {
     speed_t code = 0;
     bool found = false;
@@ -47,7 +53,7 @@ void configure_raw(int fd, int baud, bool rtscts) {
             found = true;
         }
     }
-    if (!found) fail("baud ", baud, " is not a standard rate (9600, 115200, 921600, ... up to 4000000)");
+    if (!found) fail("baud ", baud, " is not a standard rate (", standard_bauds(), ")");
     termios t{};
     if (tcgetattr(fd, &t) != 0) fail("not a terminal: ", std::strerror(errno));
     cfmakeraw(&t);  // no echo, no line editing, no signals, no CR/LF translation, 8 bits

@@ -36,6 +36,9 @@ void configure_raw(int fd, int baud, bool rtscts);
 // True when baud is a rate termios names (B50 .. B4000000).
 bool is_standard_baud(int baud);
 
+// The standard rates, for messages: "50, 75, 110, ..., 4000000".
+std::string standard_bauds();
+
 // Writes all n bytes (retrying short writes and EINTR/EAGAIN). Throws ember::Error
 // ("write to the line: ...") when the fd fails.
 void write_all(int fd, const void* data, size_t n);

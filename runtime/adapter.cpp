@@ -171,7 +171,7 @@ void LoraAdapter::save(const std::string& path) const {
     const std::string target = output_target(path);  // through a link, into its file
     const std::string tmp = target + ".tmp-" + std::to_string(::getpid());
     const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (fd < 0) fail(printable(tmp, 200), ": cannot create: ", std::strerror(errno));
+    if (fd < 0) fail(printable(path, 200), ": cannot create its temporary file ", printable(tmp, 200), ": ", std::strerror(errno));
     try {
         const uint8_t* p = b.GetBufferPointer();
         size_t n = b.GetSize();

@@ -50,6 +50,18 @@ std::string output_target(const std::string& out, const char* option) {
         if (fs::is_symlink(fs::symlink_status(out, lec))) {
             fail(option, " ", what, " is a symbolic link to a file that does not exist: choose the file itself");
         }
+        // The file is created beside itself: its folder must be there and writable.
+        const fs::path parent = fs::path(out).parent_path();
+        const std::string folder = parent.empty() ? std::string(".") : parent.string();
+        const fs::file_status pst = fs::status(folder, ec);
+        if (!fs::exists(pst)) {
+            fail(option, " ", what, ": the folder ", printable(folder, 200), " does not exist (create it first, e.g. mkdir -p ",
+                 printable(folder, 200), ")");
+        }
+        if (!fs::is_directory(pst)) fail(option, " ", what, ": ", printable(folder, 200), " is not a folder");
+        if (::access(folder.c_str(), W_OK | X_OK) != 0) {
+            fail(option, " ", what, ": the folder ", printable(folder, 200), " may not be written (", std::strerror(errno), ")");
+        }
         return out;
     }
     if (!fs::is_regular_file(st)) {

@@ -22,7 +22,9 @@ void check_output_not_input(const std::string& out, const std::vector<std::pair<
 // Throws ember::Error, naming `option` ("-o", "--log"), when `out` is empty, exists and is not
 // a regular file (a device such as /dev/stdout, a FIFO, a folder: the rename would replace it,
 // run as root the device node itself), exists and is read-only (no write bit) or may not be
-// written by this process (the rename would replace it all the same), or is a link to nothing.
+// written by this process (the rename would replace it all the same), or is a link to nothing;
+// and, when `out` does not exist yet, when its folder does not exist, is not a folder or may
+// not be written ("... the folder F does not exist (create it first, e.g. mkdir -p F)").
 std::string output_target(const std::string& out, const char* option = "-o");
 
 }  // namespace ember

@@ -34,7 +34,16 @@ std::string nearest_name(std::string_view word, const std::vector<std::string>& 
             best = n;
         }
     }
-    return best;
+    if (!best.empty() || letters < 3) return best;
+    // A shortened name ("--vocab" for "--vocab-text"): the one name it begins, if only one.
+    std::string prefixed;
+    for (const std::string& n : names) {
+        if (n.size() > word.size() && n.compare(0, word.size(), word) == 0) {
+            if (!prefixed.empty() && prefixed != n) return "";
+            prefixed = n;
+        }
+    }
+    return prefixed;
 }
 
 std::string did_you_mean(std::string_view word, const std::vector<std::string>& names) {

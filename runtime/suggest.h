@@ -14,7 +14,8 @@ int edit_distance(std::string_view a, std::string_view b);
 
 // The name of `names` nearest to `word`, or "" when none is near enough: a distance of at
 // most 1 for words of up to 5 letters (leading dashes not counted), 2 up to 9, else 3; a
-// one-letter word gets no suggestion. Ties: the first in `names`.
+// one-letter word gets no suggestion. Ties: the first in `names`. Failing that, a word of 3
+// letters or more that begins exactly one name ("--vocab": "--vocab-text") gets that name.
 std::string nearest_name(std::string_view word, const std::vector<std::string>& names);
 
 // "; did you mean NAME?" for nearest_name, or "".

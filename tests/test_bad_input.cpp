@@ -304,7 +304,7 @@ TEST_CASE("bad input: prompts and text files with unknown characters or invalid 
     check_refused(ember_cli("generate -m " + m + " -n 3 -p \"$(printf 'ab\\377')\"", dir), "prompt: invalid UTF-8 at byte 2");
     check_refused(ember_cli("generate -m " + m + " -n 3 -p '@'", dir), "prompt: character '@' (U+0040) at position 0 is not in the model's vocabulary");
     check_refused(ember_cli("eval -m " + m + " --text " + q(dir.file("unknown.txt")), dir),
-                "unknown.txt: character '\xe2\x82\xac' (U+20AC) at position 20 is not in the model's vocabulary");
+                "unknown.txt: 1 character(s) are not in the model's vocabulary: '\xe2\x82\xac' (U+20AC) x1 (--skip-unknown drops them)");
     check_refused(ember_cli("eval -m " + m + " --text " + q(dir.file("invalid.txt")), dir), "invalid.txt: invalid UTF-8 at byte 6");
     check_refused(ember_cli("convert " + q(fixture("gptpy/model.pt")) + " --vocab-text " + q(dir.file("invalid.txt")) + " -o " +
                               q(dir.file("o.ember")),

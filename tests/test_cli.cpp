@@ -13,6 +13,7 @@
 #include <string>
 
 #include "cli_util.h"
+#include "kernels/cpu/cpu_features.h"
 #include "test_util.h"
 
 using ember::test::fixture;
@@ -51,6 +52,51 @@ TEST_CASE("-o naming a FIFO or a folder is refused by convert, finetune and --me
     check_refused(ember_cli("finetune -m " + q(model) + " --merge --adapter " + q(a) + " -o " + q(fifo), dir), "exists and is not a regular file");
     struct stat st {};
     CHECK((::stat(fifo.c_str(), &st) == 0 && S_ISFIFO(st.st_mode)));
+}
+
+TEST_CASE("-o in a folder that is not there (or not a folder) is refused before any work, naming the folder") {
+    ember::test::TempDir dir;
+    const std::string model = dir.file("m.ember");
+    const std::string convert = "convert " + q(fixture("gptpy/model.pt")) + " --vocab-text " + q(fixture("gptpy/vocab.txt")) + " -o ";
+    REQUIRE(ember_cli(convert + q(model), dir).status == 0);
+    const std::string a = dir.file("a.emba");
+    const std::string train = "finetune -m " + q(model) + " --text " + q(fixture("gptpy/eval.txt")) + " --steps 1 --threads 2 -o ";
+    REQUIRE(ember_cli(train + q(a), dir).status == 0);
+    const std::string missing = dir.file("no-such-folder");
+    ember::test::write_file(dir.file("a-file"), "x");
+    for (const std::string& cmd : {convert, train, "finetune -m " + q(model) + " --merge --adapter " + q(a) + " -o "}) {
+        CAPTURE(cmd);
+        const Run r = ember_cli(cmd + q(missing + "/out"), dir);
+        CHECK(r.status == 1);
+        CHECK(r.err.find("the folder " + missing + " does not exist (create it first, e.g. mkdir -p " + missing + ")") != std::string::npos);
+        CHECK(r.out.empty());  // refused before the training's first validation
+        check_refused(ember_cli(cmd + q(dir.file("a-file") + "/out"), dir), "a-file is not a folder");
+    }
+    CHECK(!std::filesystem::exists(missing));
+    // A bare file name is created in the current folder.
+    REQUIRE(ember::test::ember_cli_in_shell("cd " + q(dir.path()) + " &&", convert + "bare.ember", dir).status == 0);
+    CHECK(std::filesystem::exists(dir.file("bare.ember")));
+}
+
+TEST_CASE("convert given an ember model or adapter says what it is, and finetune --resume names every option it takes") {
+    ember::test::TempDir dir;
+    const std::string model = dir.file("m.ember"), a = dir.file("a.emba");
+    const std::string vocab = " --vocab-text " + q(fixture("gptpy/vocab.txt"));
+    REQUIRE(ember_cli("convert " + q(fixture("gptpy/model.pt")) + vocab + " -o " + q(model), dir).status == 0);
+    const std::string train = "finetune -m " + q(model) + " --text " + q(fixture("gptpy/eval.txt")) + " --threads 2 -o " + q(a);
+    REQUIRE(ember_cli(train + " --steps 1", dir).status == 0);
+    // Said before the missing vocabulary, which is not the mistake.
+    check_refused(ember_cli("convert " + q(model) + " -o " + q(dir.file("again.ember")), dir),
+                  model + ": is already an .ember model, not a PyTorch checkpoint: use it as it is (ember generate -m " + model + ")");
+    check_refused(ember_cli("convert " + q(a) + vocab + " -o " + q(dir.file("again.ember")), dir),
+                  a + ": is an ember LoRA adapter, not a PyTorch checkpoint: fold it into its model with ember finetune --merge");
+    CHECK(!std::filesystem::exists(dir.file("again.ember")));
+    check_refused(ember_cli(train + " --steps 2 --resume " + q(a) + " --lr 0.1", dir),
+                  "besides -m, --text and -o, give only --steps, --eval-every, --threads, --skip-unknown, --log-every and --log");
+    // Those it names are taken.
+    const Run r = ember_cli(train + " --steps 2 --resume " + q(a) + " --eval-every 1 --skip-unknown --log-every 1 --log " + q(dir.file("l.csv")), dir);
+    CAPTURE(r.err);
+    CHECK(r.status == 0);
 }
 
 TEST_CASE("-o that is a link is written through it, while a link to nothing, a read-only file and an empty name are refused") {
@@ -108,6 +154,7 @@ TEST_CASE("ember convert refuses bad checkpoints and vocabularies, leaving no fi
              Case{q(fixture("gptpy/model.pt")) + vocab + " --dtype int4", "--dtype"},
              Case{q(fixture("gptpy/model.pt")) + vocab + " --group-size -3", "--group-size"},
              Case{q(dir.file("nope.pt")) + vocab, "nope.pt"},
+             Case{q(dir.file("nope.pt")), "nope.pt: cannot open the checkpoint (No such file or directory)"},  // before the vocabulary
          }) {
         CAPTURE(c.args);
         check_refused(ember_cli("convert " + c.args + out, dir), c.what);
@@ -244,6 +291,12 @@ TEST_CASE("--kv-cache f16|f32 on generate, eval and bench, and bench --json reco
     }
     const Run be = ember_cli("bench -m " + q(good) + " -p 4 -n 3 --runs 1 --backend cpu", dir);
     CHECK(be.out.find("kv cache: f16") != std::string::npos);  // the default
+    // The last-level cache that the int8 decode hint is sized by, or why there is none.
+    const size_t llc = ember::kernels::last_level_cache_bytes();
+    CHECK(be.out.find(llc == 0 ? "last-level cache: size unknown (no /sys/devices/system/cpu/cpu0/cache)" : "last-level cache: ") !=
+          std::string::npos);
+    const Run js = ember_cli("bench -m " + q(good) + " -p 4 -n 3 --runs 1 --backend cpu --json", dir);
+    CHECK(js.out.find("\"last_level_cache_bytes\":" + std::to_string(llc)) != std::string::npos);
     check_refused(ember_cli("generate -m " + q(good) + " -n 5 --kv-cache bf16", dir), "--kv-cache");
 }
 

@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <string>
 
 #include "converter/convert.h"
@@ -143,6 +144,30 @@ TEST_CASE("ember-console: a --models folder that is not there is refused at star
         const std::string msg = test::read_file(err);
         CHECK(msg.find("ember-console: error: --models " + models + ": ") == 0);
         CHECK(msg.find(models == dir.file("a-file") ? "not a folder" : "No such file or directory") != std::string::npos);
+    }
+}
+
+TEST_CASE("ember-console: --version, a mistyped option named with the nearest, a bad --baud listing the standard rates") {
+    test::TempDir dir;
+    const std::string console = test::program_cmd(EMBER_CONSOLE) + " --models '" + dir.path() + "' ";
+    const Run v = run(test::program_cmd(EMBER_CONSOLE) + " --version", dir);
+    CHECK(v.status == 0);
+    CHECK(v.out.find("ember-console 0.1.0 (ember 0.1.0, .ember format versions 1 and 2)\n") == 0);
+    struct Case {
+        std::string args, err;
+    };
+    for (const Case& c : {Case{"--prot /dev/ttyTHS0", "unknown option --prot; did you mean --port?"},
+                          Case{"--stdio --kv-cahce f32", "unknown option --kv-cahce; did you mean --kv-cache?"},
+                          Case{"--stdio --rtcts", "unknown option --rtcts; did you mean --rtscts?"},
+                          Case{"--stdio stray", "unexpected argument 'stray'"},
+                          Case{"--stdio --baud 12345", "--baud: not a standard rate (50, 75, 110, "},
+                          Case{"--stdio --baud 12345", ", 115200, 230400, "}}) {
+        CAPTURE(c.args);
+        const Run r = run(console + c.args, dir);
+        CHECK(r.status == 1);
+        CHECK(r.err.find("ember-console: error: ") == 0);
+        CHECK(r.err.find(c.err) != std::string::npos);
+        CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);  // one line
     }
 }
 

@@ -385,12 +385,17 @@ TEST_CASE("mistyped names get the nearest one: ember's options and subcommands, 
     CHECK(nearest_name("--top_k", all_gen_option_names()) == "--top-k");
     CHECK(nearest_name("-x", {"-n", "-p"}).empty());  // one letter: no guess
     CHECK(nearest_name("--frobnicate", all_gen_option_names()).empty());
+    CHECK(nearest_name("--vocab", {"--vocab-text", "--meta"}) == "--vocab-text");  // the one name it begins
+    CHECK(nearest_name("--top", {"--top-k", "--top-p"}).empty());                 // two: no guess
+    CHECK(nearest_name("--to", {"--top-k"}).empty());                             // under 3 letters: no guess
     test::TempDir dir;
     check_refused(ember_cli("generate -m x.ember --temprature 0.5", dir), "unknown option --temprature; did you mean --temperature?");
     check_refused(ember_cli("generate --modle x.ember", dir), "unknown option --modle; did you mean --model?");
     check_refused(ember_cli("generat -m x.ember", dir), "unknown command generat; did you mean generate?");
     check_refused(ember_cli("eval -m x.ember --text t --splt val", dir), "did you mean --split?");
     check_refused(ember_cli("frobnicate", dir), "unknown command frobnicate (see");
+    check_refused(ember_cli("--verison", dir), "unknown option --verison; did you mean --version?");
+    check_refused(ember_cli("convert m.pt --vocab v.txt -o o.ember", dir), "unknown option --vocab; did you mean --vocab-text?");
     CHECK(fw::parse_command("gne hi").error == "unknown command 'gne'; did you mean gen? (try help)");
     CHECK(fw::parse_command("gen --temprature 0.5 hi").error.find("gen: unknown option '--temprature'; did you mean --temperature?") == 0);
     CHECK(fw::parse_command("set temprature 0.5").error.find("unknown setting 'temprature'; did you mean temperature?") == 0);
