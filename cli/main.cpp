@@ -6,10 +6,12 @@
 #include <cstdio>
 #include <cstring>
 #include <exception>
+#include <memory>
 
 #include "cli/attn_cmd.h"
 #include "cli/commands.h"
 #include "cli/finetune_cmd.h"
+#include "cli/help_format.h"
 #include "runtime/error.h"
 #include "runtime/gen_options.h"
 #include "runtime/model.h"
@@ -72,6 +74,9 @@ void add_load_flags(CLI::App* cmd, LoadOptions& load) {
 int main(int argc, char** argv) {
     ember::report_truncated_model_files();  // a model file truncated under its mapping: said, not only "Bus error"
     CLI::App app{"ember: small GPT language models on the edge"};
+    app.formatter(std::make_shared<cli::HelpFormatter>());
+    app.footer("Each subcommand's options: ember SUBCOMMAND --help. The device program, a serial console: ember-console --help.\n"
+               "The README has the whole reference.");
     app.require_subcommand(1);
     app.set_version_flag("--version", "ember " EMBER_VERSION_STRING " (.ember format versions 1 and 2)");
 
@@ -102,7 +107,7 @@ int main(int argc, char** argv) {
 
     std::string info_model;
     auto* i = app.add_subcommand("info", "print a model's configuration, tokenizer, tensors, checksum");
-    i->add_option("model", info_model, ".ember file")->required();
+    i->add_option("model,-m,--model", info_model, ".ember file (as the other subcommands, -m MODEL is taken too)")->required();
     int info_threads = 0;
     i->add_option("--threads", info_threads, "threads the arena is planned for (0 = all cores)")->capture_default_str()->check(CLI::TypeValidator<int>(""))->check(CLI::Range(0, 256));
     bool info_json = false;
@@ -198,7 +203,7 @@ int main(int argc, char** argv) {
 
     cli::FlashArgs fl;
     auto* f = app.add_subcommand("flash", "send a model to ember-console over a serial line");
-    f->add_option("model", fl.model, ".ember file")->required();
+    f->add_option("model,-m,--model", fl.model, ".ember file (as the other subcommands, -m MODEL is taken too)")->required();
     f->add_option("--port", fl.port, "serial device, e.g. /dev/ttyUSB0")->required();
     f->add_option("--baud", fl.baud, "line rate (a standard rate up to 4000000)")->capture_default_str()->check(CLI::Range(50, 4000000));
     f->add_flag("--rtscts", fl.rtscts, "RTS/CTS hardware flow control");
@@ -213,8 +218,11 @@ int main(int argc, char** argv) {
     auto* atc = cli::add_attn_command(app, at);
 
     for (CLI::App* sub : app.get_subcommands({})) sub->allow_extras();
-    auto parse_error = [](const std::string& msg) {
-        std::fprintf(stderr, "ember: error: %s (see ember --help)\n", msg.c_str());
+    // The help to see: the subcommand's, when one was given.
+    auto parse_error = [&app](const std::string& msg) {
+        std::string help = "ember --help";
+        for (const CLI::App* sub : app.get_subcommands()) help = "ember " + sub->get_name() + " --help";
+        std::fprintf(stderr, "ember: error: %s (see %s)\n", msg.c_str(), help.c_str());
         return 1;
     };
     if (const std::string bad = unknown_command(app, argc, argv); !bad.empty()) return parse_error(bad);

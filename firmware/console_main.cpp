@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/help_format.h"
 #include "firmware/console.h"
 #include "firmware/serial_port.h"
 #include "runtime/model.h"
@@ -78,6 +79,8 @@ void make_raw(int fd) {
 int main(int argc, char** argv) {
     ember::report_truncated_model_files();  // a model file truncated under its mapping: said, not only "Bus error"
     CLI::App app{"ember-console: the ember serial console (generate, load, eval, finetune, flash)"};
+    app.formatter(std::make_shared<cli::HelpFormatter>());
+    app.footer("Type help at the console's prompt for its commands. The host's side: ember --help (ember flash sends a model).");
     std::string port;
     int baud = 115200;
     bool rtscts = false, use_stdio = false;

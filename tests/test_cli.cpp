@@ -185,6 +185,31 @@ TEST_CASE("ember convert refuses non-finite weights, and f16 refuses values past
     check_no_output(dir);
 }
 
+TEST_CASE("ember --help: each type once, a pointer to the subcommands' help and ember-console's, and errors naming the subcommand's help") {
+    ember::test::TempDir dir;
+    const Run top = ember_cli("--help", dir);
+    CHECK(top.status == 0);
+    CHECK(top.out.find("ember SUBCOMMAND --help") != std::string::npos);
+    CHECK(top.out.find("ember-console --help") != std::string::npos);
+    for (const char* sub : {"convert", "info", "generate", "eval", "finetune", "bench", "flash", "attn"}) {
+        CAPTURE(sub);
+        const Run h = ember_cli(std::string(sub) + " --help", dir);
+        CHECK(h.status == 0);
+        // CLI11 wrote the type twice: "--threads INT:INT in [0 - 256]", "--name NAME:NAME".
+        for (const char* twice : {"INT:INT", "NAME:NAME", "FILE:FILE", "UINT:UINT", "TEXT:TEXT"}) CHECK(h.out.find(twice) == std::string::npos);
+    }
+    CHECK(ember_cli("bench --help", dir).out.find("--threads INT in [0 - 256]=0") != std::string::npos);
+    check_refused(ember_cli("generate -m x.ember --threads 100000", dir), "(see ember generate --help)");
+    check_refused(ember_cli("genrate -m x.ember", dir), "(see ember --help)");
+    // info and flash take the model as -m too, as every other subcommand does.
+    const std::string model = dir.file("m.ember");
+    REQUIRE(ember_cli("convert " + q(fixture("gptpy/model.pt")) + " --vocab-text " + q(fixture("gptpy/vocab.txt")) + " -o " + q(model), dir).status == 0);
+    const Run by_m = ember_cli("info -m " + q(model), dir);
+    CHECK(by_m.status == 0);
+    CHECK(by_m.out == ember_cli("info " + q(model), dir).out);
+    check_refused(ember_cli("flash -m " + q(model) + " --port " + q(dir.file("no-port")), dir), "no-port");
+}
+
 TEST_CASE("ember: bad option values give one line and exit 1") {
     ember::test::TempDir dir;
     check_refused(ember_cli("generate -m x.ember -n -1", dir), "-n -1 not in 0..1073741824");
