@@ -180,8 +180,8 @@ void Console::dispatch(const Command& c) {
     switch (c.kind) {
         case CommandKind::Empty: return;
         case CommandKind::Help:
-            write(console_help());
-            ok("help");
+            write(console_help(c.name));
+            ok(c.name.empty() ? "help" : "help " + c.name);
             return;
         case CommandKind::Gen: return cmd_gen(c);
         case CommandKind::Set: return cmd_set(c);

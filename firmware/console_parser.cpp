@@ -1,5 +1,6 @@
 #include "firmware/console_parser.h"
 
+#include <algorithm>
 #include <cctype>
 #include <vector>
 
@@ -75,6 +76,15 @@ std::string_view option_value(std::string_view line, size_t& pos, const char* cm
     return value;
 }
 
+// The console's old short names (before gen took ember generate's options): gen -t, -k and
+// set t, k, p. "" for any other name.
+std::string old_short_name(std::string_view name) {
+    if (name == "-t" || name == "t") return "temperature";
+    if (name == "-k" || name == "k") return "top-k";
+    if (name == "p") return "top-p";
+    return "";
+}
+
 const std::vector<std::string>& command_names() {
     static const std::vector<std::string> names{"gen", "set", "info", "models", "load", "eval", "finetune", "adapter", "flash", "attn", "help"};
     return names;
@@ -107,6 +117,8 @@ void apply_setting(const std::string& key, std::string_view value, SettingsDelta
     } else if (key == "echo") {
         if (value != "on" && value != "off") throw Bad{"echo '" + printable(value, 40) + "': on | off"};
         d.echo = value == "on";
+    } else if (const std::string now = old_short_name(key); !now.empty()) {
+        throw Bad{"setting '" + key + "' is gone: set " + now + " VALUE (the names of ember generate's options)"};
     } else {
         std::string keys;
         for (const std::string& k : setting_names()) keys += (keys.empty() ? "" : ", ") + k;
@@ -132,9 +144,21 @@ Command parse(std::string_view line) {
     size_t pos = 0;
     const std::string word(next_word(line, pos));
     if (word.empty()) return c;
-    if (word == "help" || word == "info" || word == "models" || word == "flash") {
+    if (word == "help") {  // help, or help COMMAND: that command's lines
+        c.kind = CommandKind::Help;
+        const std::string topic(next_word(line, pos));
+        if (!topic.empty()) {
+            const std::vector<std::string>& names = command_names();
+            if (std::find(names.begin(), names.end(), topic) == names.end())
+                throw Bad{"help: no command '" + printable(topic, 40) + "'" + did_you_mean(topic, names) + " (help lists them)"};
+            c.name = topic;
+        }
+        expect_end(line, pos, "help");
+        return c;
+    }
+    if (word == "info" || word == "models" || word == "flash") {
         expect_end(line, pos, word.c_str());
-        c.kind = word == "help" ? CommandKind::Help : word == "info" ? CommandKind::Info : word == "models" ? CommandKind::Models : CommandKind::Flash;
+        c.kind = word == "info" ? CommandKind::Info : word == "models" ? CommandKind::Models : CommandKind::Flash;
         return c;
     }
     if (word == "gen") {
@@ -146,6 +170,8 @@ Command parse(std::string_view line) {
             }
             const GenOptionSpec* spec = find_gen_option(opt);
             if (!spec) {
+                if (const std::string now = old_short_name(opt); !now.empty())
+                    throw Bad{"gen: " + std::string(opt) + " is gone: write --" + now + " (gen takes ember generate's option names; see help gen)"};
                 std::vector<std::string> names = all_gen_option_names();
                 names.insert(names.end(), {"--skip-unknown", "--prompt"});
                 throw Bad{"gen: unknown option '" + printable(opt, 40) + "'" + did_you_mean(opt, names) +
@@ -293,7 +319,30 @@ const char* console_help() {
            "  adapter NAME|off   gen and eval with NAME.emba (unmerged), or without\n"
            "  attn [--layer L] [--head H] [--top K] [--] TEXT   each query's strongest keys in a layer's heads (from 0) for TEXT\n"
            "  flash              binary receive mode, driven by `ember flash` on the host\n"
-           "  help               this text\n";
+           "  help [COMMAND]     this text, or COMMAND's lines of it\n";
+}
+
+std::string console_help(std::string_view command) {
+    const std::string_view all = console_help();
+    if (command.empty()) return std::string(all);
+    // An entry: a line "  NAME ..." (two spaces, then its name) and the deeper-indented lines after it.
+    std::string out;
+    bool in_entry = false;
+    for (size_t at = 0; at < all.size();) {
+        size_t end = all.find('\n', at);
+        end = end == std::string_view::npos ? all.size() : end + 1;
+        const std::string_view ln = all.substr(at, end - at);
+        at = end;
+        if (ln.size() > 2 && ln[0] == ' ' && ln[1] == ' ' && ln[2] != ' ') {
+            const std::string_view rest = ln.substr(2);
+            in_entry = rest.substr(0, command.size()) == command &&
+                       (rest.size() == command.size() || rest[command.size()] == ' ' || rest[command.size()] == '\n');
+        } else if (ln.empty() || ln[0] != ' ') {
+            in_entry = false;
+        }
+        if (in_entry) out += ln;
+    }
+    return out;
 }
 
 }  // namespace ember::fw

@@ -67,7 +67,7 @@ struct Command {
     SettingsDelta settings;  // gen, set
     std::string text;        // gen: the prompt, unescaped
     bool skip_unknown = false;  // gen, eval --skip-unknown: drop (and count) characters outside the vocabulary
-    std::string name;        // load, adapter
+    std::string name;        // load, adapter; help: the command asked about (empty: all)
     std::string file;        // eval
     bool eval_all = false;   // eval --split all
     FinetuneRequest finetune;  // finetune (file: the text)
@@ -84,7 +84,10 @@ struct ParseResult {
 
 ParseResult parse_command(std::string_view line);
 
-// The help text, one command per line.
+// The help text: each command, its synopsis and what it does.
 const char* console_help();
+// COMMAND's lines of console_help() (its entry and the lines indented under it); all of it
+// for an empty COMMAND; empty for a name that is no command.
+std::string console_help(std::string_view command);
 
 }  // namespace ember::fw

@@ -165,6 +165,10 @@ TEST_CASE("console: bad commands answer one ERR line and the console keeps runni
     const std::string help = c.command("help");
     CHECK(help.find("gen [-n N]") != std::string::npos);
     CHECK(help.find("OK help\n") != std::string::npos);
+    const std::string help_set = c.command("help set");
+    CHECK(help_set.rfind("  set KEY VALUE", 0) == 0);
+    CHECK(help_set.find("gen [-n N]") == std::string::npos);
+    CHECK(help_set.find("OK help set\n") != std::string::npos);
     // A Ctrl-C at the prompt drops the half-typed line.
     c.send("frob\x03");
     CHECK(c.wait_for("^C\n> ") != std::string::npos);

@@ -1,6 +1,8 @@
 // The console's line parser: good commands, and one reason for every bad one.
 #include <doctest/doctest.h>
 
+#include <algorithm>
+
 #include "firmware/console_parser.h"
 
 using namespace ember;
@@ -85,6 +87,41 @@ TEST_CASE("console parser: commands and gen options") {
     CHECK(parse_command("models").cmd.kind == CommandKind::Models);
     CHECK(parse_command("info").cmd.kind == CommandKind::Info);
     CHECK(parse_command("help").cmd.kind == CommandKind::Help);
+    CHECK(parse_command("help").cmd.name.empty());
+    CHECK(parse_command("help gen").cmd.name == "gen");
+}
+
+TEST_CASE("console: the old short names gen -t, -k and set t, k, p name their new spelling") {
+    CHECK(error_of("gen -t 0.5 hi") == "gen: -t is gone: write --temperature (gen takes ember generate's option names; see help gen)");
+    CHECK(error_of("gen -k 3 hi") == "gen: -k is gone: write --top-k (gen takes ember generate's option names; see help gen)");
+    CHECK(error_of("set t 0.5") == "setting 't' is gone: set temperature VALUE (the names of ember generate's options)");
+    CHECK(error_of("set k 3") == "setting 'k' is gone: set top-k VALUE (the names of ember generate's options)");
+    CHECK(error_of("set p 0.9") == "setting 'p' is gone: set top-p VALUE (the names of ember generate's options)");
+    // -p starts the prompt now: "-p 0.9 hi" generates after the text "0.9 hi".
+    const ParseResult r = parse_command("gen -p 0.9 hi");
+    REQUIRE(r.ok);
+    CHECK(r.cmd.text == "0.9 hi");
+}
+
+TEST_CASE("console help COMMAND: that command's lines, and a refusal naming the nearest command") {
+    CHECK(error_of("help gne") == "help: no command 'gne'; did you mean gen? (help lists them)");
+    CHECK(error_of("help gen extra") == "help: unexpected argument 'extra'");
+    // gen's entry is three lines: the synopsis, its continuation and the note on the options.
+    const std::string gen = console_help("gen");
+    CHECK(gen.rfind("  gen [-n N]", 0) == 0);
+    CHECK(std::count(gen.begin(), gen.end(), '\n') == 3);
+    CHECK(gen.find("--tokens for -n") != std::string::npos);
+    CHECK(gen.find("  set ") == std::string::npos);
+    // Every command has an entry of its own, which the whole text contains.
+    const std::string all = console_help();
+    for (const char* name : {"gen", "set", "info", "models", "load", "eval", "finetune", "adapter", "flash", "attn", "help"}) {
+        const std::string one = console_help(name);
+        CAPTURE(name);
+        CHECK(one.rfind(std::string("  ") + name + " ", 0) == 0);
+        CHECK(all.find(one) != std::string::npos);
+    }
+    CHECK(console_help("").rfind("commands:\n", 0) == 0);
+    CHECK(console_help("nope").empty());
 }
 
 TEST_CASE("console parser: every bad line has a reason") {
@@ -103,7 +140,7 @@ TEST_CASE("console parser: every bad line has a reason") {
     CHECK(error_of("gen --repeat-penalty 0 hi") == "--repeat-penalty 0 must be > 0 (1 = off)");
     CHECK(error_of("gen --repeat-last-n -2 hi").find("--repeat-last-n -2 not in -1..") == 0);
     CHECK(error_of("gen --stop \\q hi") == "--stop: unknown escape \\q at byte 0 (\\n, \\t, \\\\)");
-    CHECK(error_of("gen -t 0.5 hi").find("gen: unknown option '-t'") == 0);  // the CLI's names only
+    CHECK(error_of("gen -t 0.5 hi").find("gen: -t is gone: write --temperature") == 0);  // the CLI's names only
     CHECK(error_of("gen hi\\q") == "text: unknown escape \\q at byte 2 (\\n, \\t, \\\\)");
     CHECK(error_of("gen hi\\").find("lone backslash") != std::string::npos);
     CHECK(error_of("set") .find("set: usage") == 0);
