@@ -88,18 +88,15 @@ CpuBackend::CpuBackend(const Model& model, const SessionOptions& opts)
             fail("the arena of ", opts.arena_bytes, " bytes is too small: a session of ", printable(model.path(), 200), " on ", pool_.size(),
                  pool_.size() == 1 ? " thread" : " threads", " needs ", plan_.total, " bytes");
         arena_ = static_cast<uint8_t*>(opts.arena);
+        std::memset(arena_, 0, plan_.total);  // the caller's memory: zeroed, and its pages touched, here
     } else {
         check_plan_fits(plan_, model, opts.memory_limit);
-        arena_ = static_cast<uint8_t*>(std::aligned_alloc(kDataAlignment, plan_.total));
-        if (!arena_) fail("cannot allocate the ", plan_.total, "-byte arena for ", model.path());
-        owns_arena_ = true;
+        own_arena_ = ResidentMemory(plan_.total, "the arena for " + printable(model.path(), 200));  // zeroed by the kernel
+        arena_ = own_arena_.data();
     }
-    std::memset(arena_, 0, plan_.total);
 }
 
-CpuBackend::~CpuBackend() {
-    if (owns_arena_) std::free(arena_);
-}
+CpuBackend::~CpuBackend() = default;
 
 HostScratch CpuBackend::host_scratch() {
     return {buf<int>(plan_.history), buf<int>(plan_.window), buf<float>(plan_.sampler_probs), buf<int>(plan_.sampler_ids),

@@ -90,8 +90,8 @@ private:
     SessionOptions opts_;
     MemoryPlan plan_;
     kernels::ThreadPool pool_;
+    ResidentMemory own_arena_;    // the arena, unless the caller gave one (SessionOptions::arena)
     uint8_t* arena_ = nullptr;
-    bool owns_arena_ = false;
     int tap_layer_ = -1;          // set_qkv_tap
     float* tap_dst_ = nullptr;    // [tap_rows_, 3C]
     int tap_rows_ = 0;

@@ -105,12 +105,11 @@ Trainer::Trainer(const Model& model, LoraAdapter& adapter, int batch, int seq, c
     }
     plan_ = plan_training(model, batch, seq, adapter.rank(), adapter.size(), pool_.size());
     check_memory(plan_.total, 0, "the training arena", " (batch " + std::to_string(batch) + " x seq " + std::to_string(seq) + "; lower --batch or --seq)");
-    arena_ = static_cast<uint8_t*>(std::aligned_alloc(kDataAlignment, plan_.total));
-    if (!arena_) fail("cannot allocate the ", plan_.total, "-byte training arena");
-    std::memset(arena_, 0, plan_.total);
+    own_arena_ = ResidentMemory(plan_.total, "the training arena");  // zeroed by the kernel
+    arena_ = own_arena_.data();
 }
 
-Trainer::~Trainer() { std::free(arena_); }
+Trainer::~Trainer() = default;
 
 const float* Trainer::grads() const { return buf<float>(plan_.grads); }
 

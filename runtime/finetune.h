@@ -112,6 +112,7 @@ private:
     float clip_;
     kernels::ThreadPool pool_;
     TrainPlan plan_;
+    ResidentMemory own_arena_;
     uint8_t* arena_ = nullptr;
 };
 

@@ -1,6 +1,12 @@
 #include "runtime/memory.h"
 
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 #include <fstream>
+#include <utility>
 
 #include "runtime/error.h"
 
@@ -28,6 +34,71 @@ void check_memory(uint64_t bytes, uint64_t limit, const std::string& what, const
     fail(what, " needs ", memory_size_text(bytes), " of working memory", detail, " but ", measured ? "this machine has " : "the limit is ",
          memory_size_text(limit),
          measured ? " available (MemAvailable)" : "");
+}
+
+namespace {
+
+constexpr size_t kHugePage = size_t(2) << 20;
+
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23  // Linux 5.14 (include/uapi/asm-generic/mman-common.h)
+#endif
+
+// Faults in [p, p + len) for writing; false with errno set when the kernel cannot commit them.
+bool populate(uint8_t* p, size_t len) {
+    if (madvise(p, len, MADV_POPULATE_WRITE) == 0) return true;
+    if (errno != EINVAL) return false;  // ENOMEM, EFAULT, EHWPOISON: said to the caller
+    // A kernel before 5.14: a write per page. The pages are the kernel's zeros already.
+    const long page = sysconf(_SC_PAGESIZE);
+    const size_t step = page > 0 ? static_cast<size_t>(page) : 4096;
+    for (size_t i = 0; i < len; i += step) static_cast<volatile uint8_t*>(p)[i] = 0;
+    return true;
+}
+
+}  // namespace
+
+void* map_anonymous(size_t size, size_t* len) {
+    const long sys_page = sysconf(_SC_PAGESIZE);
+    const size_t page = sys_page > 0 ? static_cast<size_t>(sys_page) : 4096;
+    *len = size == 0 ? page : (size + page - 1) / page * page;
+    const size_t over = *len + kHugePage;
+    void* p = mmap(nullptr, over, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) return p;
+    const uintptr_t lo = reinterpret_cast<uintptr_t>(p);
+    const uintptr_t aligned = (lo + kHugePage - 1) / kHugePage * kHugePage;
+    if (aligned > lo) munmap(p, aligned - lo);
+    if (lo + over > aligned + *len) munmap(reinterpret_cast<void*>(aligned + *len), lo + over - (aligned + *len));
+    // EINVAL where the kernel has no THP: the memory is still good, in small pages. Huge pages
+    // back the whole 2 MiB pieces; a tail shorter than 2 MiB stays in small pages.
+    madvise(reinterpret_cast<void*>(aligned), *len, MADV_HUGEPAGE);
+    return reinterpret_cast<void*>(aligned);
+}
+
+ResidentMemory::ResidentMemory(size_t bytes, const std::string& what) {
+    void* p = map_anonymous(bytes, &len_);
+    if (p == MAP_FAILED) fail("cannot allocate ", what, ": ", bytes, " bytes (mmap: ", std::strerror(errno), ")");
+    data_ = static_cast<uint8_t*>(p);
+    if (!populate(data_, len_)) {
+        const int e = errno;
+        munmap(data_, len_);
+        data_ = nullptr;
+        fail("cannot allocate ", what, ": ", bytes, " bytes (committing its pages: ", std::strerror(e), ")");
+    }
+}
+
+ResidentMemory::~ResidentMemory() {
+    if (data_) munmap(data_, len_);
+}
+
+ResidentMemory::ResidentMemory(ResidentMemory&& o) noexcept : data_(std::exchange(o.data_, nullptr)), len_(std::exchange(o.len_, 0)) {}
+
+ResidentMemory& ResidentMemory::operator=(ResidentMemory&& o) noexcept {
+    if (this != &o) {
+        if (data_) munmap(data_, len_);
+        data_ = std::exchange(o.data_, nullptr);
+        len_ = std::exchange(o.len_, 0);
+    }
+    return *this;
 }
 
 }  // namespace ember

@@ -104,10 +104,11 @@ struct LoadOptions {
     // touch, are shared with other processes mapping the file and can be dropped under memory
     // pressure (then read again). Costs no memory beyond the page cache.
     // false: the file is read() into anonymous memory, mmap(MAP_PRIVATE | MAP_ANONYMOUS) of the
-    // file size rounded up to 2 MiB, aligned to 2 MiB, madvise(MADV_HUGEPAGE) so that
-    // transparent huge pages back it where the kernel allows (THP "madvise" or "always"), then
-    // made read-only. Costs the file's size (rounded up to 2 MiB) in private memory, on top of
-    // the page cache the read fills, and a full read of the file at start-up; pages are not
+    // file size rounded up to the page size, aligned to 2 MiB, madvise(MADV_HUGEPAGE) so that
+    // transparent huge pages back its whole 2 MiB pieces where the kernel allows (THP "madvise"
+    // or "always"), then made read-only (memory.h, map_anonymous). Costs the file's size in
+    // private memory, on top of the page cache the read fills, and a full read of the file at
+    // start-up; pages are not
     // shared and can only be swapped, not dropped. Errors: the mapping failing (ENOMEM), a read
     // error, or fewer bytes read than fstat said (the file shrank) throw ember::Error.
     bool mmap = true;
@@ -158,7 +159,7 @@ public:
     bool file_mapped() const { return mapped_ && !anonymous_; }
     bool anonymous() const { return anonymous_; }
     bool locked() const { return locked_; }  // mlock succeeded
-    // Length of the memory holding the file: its size mapped, or that rounded up to 2 MiB
+    // Length of the memory holding the file: its size mapped, or that rounded up to the page size
     // (--no-mmap); 0 for open_memory.
     size_t held_bytes() const { return mapped_ ? map_bytes_ : 0; }
     // Whether the file this model maps has been written over in place since it was opened:
@@ -185,7 +186,7 @@ private:
     bool anonymous_ = false;  // that mmap is anonymous memory the file was read into
     bool locked_ = false;
     bool drop_checked_ = false;  // LoadOptions::drop_checked_pages, for a file mapping
-    size_t map_bytes_ = 0;    // length of our mmap (size_, or size_ rounded up to 2 MiB)
+    size_t map_bytes_ = 0;    // length of our mmap (size_, or size_ rounded up to the page size)
     // The mapped file when it was opened (file_changed_in_place).
     uint64_t file_dev_ = 0, file_ino_ = 0;
     int64_t file_mtime_ns_ = 0;

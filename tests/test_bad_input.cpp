@@ -144,6 +144,58 @@ TEST_CASE("bad input: an .ember with bytes appended after its data section, or a
     CHECK_NOTHROW(Model::open(dir.file("edge.ember"), false));  // (the index is not checksummed)
 }
 
+TEST_CASE("bad input: a NaN or infinite f16 or f32 weight in an .ember names its tensor and element, in any block of the scan") {
+    // The loader scans blocks of 4096 values without a branch, then the block with one for its
+    // index: elements at the start, both ends of a block and in the last, partial block.
+    test::TempDir dir;
+    for (const auto dtype : {convert::WeightDType::F16, convert::WeightDType::F32}) {
+        convert::ConvertOptions o;
+        o.checkpoint = fixture("gpt2/hf/model.safetensors");
+        o.tokenizer = {fixture("gpt2/tiny_tokenizer")};
+        o.out = dir.file("wide.ember");
+        o.write.dtype = dtype;
+        convert::convert(o);
+        const std::string good = test::read_file(o.out);
+        const Edit e0{good};
+        const fb::Tensor* wte = e0.tensor("wte");
+        const uint64_t n = uint64_t{wte->shape()->Get(0)} * wte->shape()->Get(1);
+        REQUIRE(n > 2 * 4096);  // three blocks
+        const bool f16 = dtype == convert::WeightDType::F16;
+        const size_t at0 = e0.model()->data_offset() + wte->data_offset();
+        for (const uint64_t i : {uint64_t{0}, uint64_t{4095}, uint64_t{4096}, uint64_t{8191}, uint64_t{8192}, n - 1}) {
+            for (const bool nan : {false, true}) {
+                CAPTURE(f16);
+                CAPTURE(i);
+                CAPTURE(nan);
+                Edit e{good};
+                if (f16) {
+                    const uint16_t v = nan ? 0x7e00 : 0xfc00;  // NaN, -inf
+                    std::memcpy(&e.bytes[at0 + i * 2], &v, 2);
+                } else {
+                    const float v = nan ? std::numeric_limits<float>::quiet_NaN() : std::numeric_limits<float>::infinity();
+                    std::memcpy(&e.bytes[at0 + i * 4], &v, 4);
+                }
+                const std::string path = dir.file("bad.ember");
+                test::write_file(path, e.bytes);
+                // (the data's checksum no longer matches: opened without requiring it, as a writer's bug would be)
+                const std::string want = "tensor 'wte' element " + std::to_string(i) + " is not a finite number";
+                CHECK_THROWS_WITH_AS(Model::open(path, false), Contains(want.c_str()), Error);
+            }
+        }
+        // The largest finite values load.
+        Edit e{good};
+        if (f16) {
+            const uint16_t v = 0x7bff;  // 65504
+            std::memcpy(&e.bytes[at0 + 4096 * 2], &v, 2);
+        } else {
+            const float v = std::numeric_limits<float>::max();
+            std::memcpy(&e.bytes[at0 + 4096 * 4], &v, 4);
+        }
+        test::write_file(dir.file("edge.ember"), e.bytes);
+        CHECK_NOTHROW(Model::open(dir.file("edge.ember"), false));
+    }
+}
+
 TEST_CASE("bad input: .ember dimensions out of range or overflowing 32-bit products name the fields") {
     test::TempDir dir;
     const std::string good = good_file(dir, false);
