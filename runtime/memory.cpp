@@ -40,26 +40,32 @@ namespace {
 
 constexpr size_t kHugePage = size_t(2) << 20;
 
+size_t page_size() {
+    const long page = sysconf(_SC_PAGESIZE);
+    return page > 0 ? static_cast<size_t>(page) : 4096;
+}
+
 #ifndef MADV_POPULATE_WRITE
 #define MADV_POPULATE_WRITE 23  // Linux 5.14 (include/uapi/asm-generic/mman-common.h)
 #endif
 
 // Faults in [p, p + len) for writing; false with errno set when the kernel cannot commit them.
 bool populate(uint8_t* p, size_t len) {
-    if (madvise(p, len, MADV_POPULATE_WRITE) == 0) return true;
-    if (errno != EINVAL) return false;  // ENOMEM, EFAULT, EHWPOISON: said to the caller
-    // A kernel before 5.14: a write per page. The pages are the kernel's zeros already.
-    const long page = sysconf(_SC_PAGESIZE);
-    const size_t step = page > 0 ? static_cast<size_t>(page) : 4096;
-    for (size_t i = 0; i < len; i += step) static_cast<volatile uint8_t*>(p)[i] = 0;
+    // The kernel faults the range in at once (Linux 5.14); EINVAL from older kernels.
+    if (madvise(p, len, MADV_POPULATE_WRITE) != 0 && errno != EINVAL) return false;  // ENOMEM, EFAULT, EHWPOISON
+    // Then a write per page: a fault each where the kernel had no MADV_POPULATE_WRITE, or where
+    // it was taken as a hint and ignored (qemu-user); else a pass over resident pages (0.9 ms
+    // for 76 MB on the 2-vCPU EPYC, against 8 ms and more for the populate). The pages hold the
+    // kernel's zeros already.
+    const size_t page = page_size();
+    for (size_t i = 0; i < len; i += page) static_cast<volatile uint8_t*>(p)[i] = 0;
     return true;
 }
 
 }  // namespace
 
 void* map_anonymous(size_t size, size_t* len) {
-    const long sys_page = sysconf(_SC_PAGESIZE);
-    const size_t page = sys_page > 0 ? static_cast<size_t>(sys_page) : 4096;
+    const size_t page = page_size();
     *len = size == 0 ? page : (size + page - 1) / page * page;
     const size_t over = *len + kHugePage;
     void* p = mmap(nullptr, over, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);

@@ -2,6 +2,10 @@
 // verification (checksum, truncation, semantic checks).
 #include <doctest/doctest.h>
 
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <cstdlib>
@@ -15,6 +19,7 @@
 #include "runtime/model.h"
 #include "runtime/sampler.h"
 #include "runtime/finetune.h"
+#include "runtime/memory.h"
 #include "runtime/cpu_backend.h"
 #include "runtime/session.h"
 #include "runtime/stop_strings.h"
@@ -406,4 +411,27 @@ TEST_CASE("a session whose arena exceeds the memory limit is refused by name bef
     CHECK_NOTHROW((Session(*model, o)));
     // The default limit is what the kernel reports available.
     CHECK(available_memory_bytes() > (uint64_t{1} << 20));
+}
+
+TEST_CASE("ResidentMemory: zero-filled, 2 MiB-aligned, every page resident at once, and a refusal that names what") {
+    const size_t bytes = (size_t{3} << 20) + 5;
+    ResidentMemory m(bytes, "the test arena");
+    REQUIRE(m.data() != nullptr);
+    CHECK(reinterpret_cast<uintptr_t>(m.data()) % (size_t{2} << 20) == 0);
+    const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+    CHECK(m.mapped_bytes() == (bytes + page - 1) / page * page);  // no 2 MiB rounding: costs its size
+    // Resident before any write of ours (MADV_POPULATE_WRITE, or a write per page): mincore.
+    std::vector<unsigned char> in_core(m.mapped_bytes() / page);
+    REQUIRE(mincore(m.data(), m.mapped_bytes(), in_core.data()) == 0);
+    CHECK(std::count(in_core.begin(), in_core.end(), 0) == 0);
+    CHECK(std::all_of(m.data(), m.data() + bytes, [](uint8_t b) { return b == 0; }));
+    m.data()[bytes - 1] = 7;  // writable to its last byte
+    uint8_t* const p = m.data();
+    ResidentMemory n = std::move(m);
+    CHECK(n.data() == p);
+    CHECK(m.data() == nullptr);
+    CHECK(n.data()[bytes - 1] == 7);
+    // More than any machine has: the mapping is refused, and the message says what it was for.
+    CHECK_THROWS_WITH_AS(ResidentMemory(size_t{1} << 62, "the test arena"),
+                         doctest::Contains("cannot allocate the test arena: 4611686018427387904 bytes ("), Error);
 }
