@@ -28,13 +28,16 @@ int resolve_threads(int requested) {
     return requested > 0 ? requested : kernels::ThreadPool::default_threads();
 }
 
-MemoryPlan plan_memory(const Model& model, int threads, bool all_logits, int lora_rank, KvDType kv) {
+MemoryPlan plan_memory(const Model& model, int threads, bool all_logits, int lora_rank, KvDType kv, int prefill_rows) {
     const ModelConfig& c = model.config();
+    if (prefill_rows < 0) fail("prefill rows ", prefill_rows, " must be >= 0 (0 = block_size)");
     const size_t S = c.block_size, C = c.n_embd, F = c.ffn_hidden, V = c.vocab_size, L = c.n_layer;
     MemoryPlan p;
     p.threads = threads;
     p.kv = kv;
     p.logit_rows = all_logits ? c.block_size : 1;
+    p.rows = all_logits || prefill_rows == 0 ? c.block_size : std::min(c.block_size, prefill_rows);
+    const size_t R = p.rows;
     int groups = 1;
     const ModelWeights& w = model.weights();
     for (const auto& l : w.layers) {
@@ -44,25 +47,25 @@ MemoryPlan plan_memory(const Model& model, int threads, bool all_logits, int lor
     ArenaPlanner a(kDataAlignment);
     auto take = [&](size_t bytes) { return a.take(bytes); };
     const size_t f4 = sizeof(float);
-    p.x = take(S * C * f4);
-    p.xn = take(S * C * f4);
-    p.qkv = take(S * 3 * C * f4);
-    p.att = take(S * C * f4);
-    p.tmp = take(S * C * f4);
-    p.hidden = take(S * F * f4);
+    p.x = take(R * C * f4);
+    p.xn = take(R * C * f4);
+    p.qkv = take(R * 3 * C * f4);
+    p.att = take(R * C * f4);
+    p.tmp = take(R * C * f4);
+    p.hidden = take(R * F * f4);
     p.logits = take(static_cast<size_t>(p.logit_rows) * V * f4);
     p.k_cache = take(L * S * C * kernels::kv_dtype_bytes(kv));
     p.v_cache = take(L * S * C * kernels::kv_dtype_bytes(kv));
     p.scores = take(static_cast<size_t>(threads) * kernels::kAttentionQueryBlock * S * f4);
-    p.xq = take(S * std::max(C, F));
-    p.xs = take(S * static_cast<size_t>(groups) * f4);
+    p.xq = take(R * std::max(C, F));
+    p.xs = take(R * static_cast<size_t>(groups) * f4);
     p.history = take(S * sizeof(int));
     p.window = take(S * sizeof(int));
     p.sampler_probs = take(V * f4);
     p.sampler_ids = take(V * sizeof(int));
     p.repeat_logits = take(V * f4);
     p.repeat_ids = take(S * sizeof(int));
-    p.lora_u = take(S * static_cast<size_t>(lora_rank) * f4);
+    p.lora_u = take(R * static_cast<size_t>(lora_rank) * f4);
     p.total = a.total();
     return p;
 }
@@ -80,7 +83,7 @@ CpuBackend::CpuBackend(const Model& model, const SessionOptions& opts)
       opts_(opts),
       pool_(resolve_threads(opts.threads)) {
     if (opts.adapter && opts.adapter->base_checksum() != model.checksum()) fail("the adapter was made for another model than ", model.path());
-    plan_ = plan_memory(model, pool_.size(), opts.all_logits, opts.adapter ? opts.adapter->rank() : 0, opts.kv_cache);
+    plan_ = plan_memory(model, pool_.size(), opts.all_logits, opts.adapter ? opts.adapter->rank() : 0, opts.kv_cache, opts.prefill_rows);
     if (opts.arena) {  // the caller's: checked before anything is written to it
         if (reinterpret_cast<uintptr_t>(opts.arena) % kDataAlignment != 0)
             fail("the arena at ", opts.arena, " is not aligned to ", kDataAlignment, " bytes");
@@ -106,6 +109,22 @@ HostScratch CpuBackend::host_scratch() {
 const float* CpuBackend::forward(const int* ids, int T, int pos0, int row0, int n_keys0, bool all_rows) {
     const ModelConfig& c = model_.config();
     check_forward_span("cpu", T, pos0, row0, n_keys0, all_rows, c.block_size, plan_.logit_rows);
+    if (T <= plan_.rows) return forward_pass(ids, T, pos0, row0, n_keys0, all_rows, 0);
+    // More rows than a pass holds (all_rows never: its plan holds block_size): passes of
+    // near-equal length, each writing its K and V rows before the next attends to them. Query t
+    // of a pass starting at row j sees the keys query j + t of one long pass would.
+    const int passes = (T + plan_.rows - 1) / plan_.rows;
+    const float* logits = nullptr;
+    for (int i = 0, j = 0; i < passes; ++i) {
+        const int n = (T - j) / (passes - i);
+        logits = forward_pass(ids + j, n, pos0 + j, row0 + j, n_keys0 + j, false, j);
+        j += n;
+    }
+    return logits;
+}
+
+const float* CpuBackend::forward_pass(const int* ids, int T, int pos0, int row0, int n_keys0, bool all_rows, int tap_row0) {
+    const ModelConfig& c = model_.config();
     const ModelWeights& w = model_.weights();
     const int C = c.n_embd, F = c.ffn_hidden, S = c.block_size;
     float* x = buf<float>(plan_.x);
@@ -133,8 +152,8 @@ const float* CpuBackend::forward(const int* ids, int T, int pos0, int row0, int 
         kernels::linear(xn, T, L.qkv, L.qkv_b, qkv, scratch, pool_);
         add_lora(l, LoraTarget::Qkv, xn, T, qkv);
         if (l == tap_layer_) {
-            if (T > tap_rows_) fail("cpu: the qkv tap of layer ", l, " holds ", tap_rows_, " rows, the forward has ", T);
-            std::memcpy(tap_dst_, qkv, static_cast<size_t>(T) * 3 * C * sizeof(float));
+            if (tap_row0 + T > tap_rows_) fail("cpu: the qkv tap of layer ", l, " holds ", tap_rows_, " rows, the forward has ", tap_row0 + T);
+            std::memcpy(tap_dst_ + static_cast<size_t>(tap_row0) * 3 * C, qkv, static_cast<size_t>(T) * 3 * C * sizeof(float));
         }
         kernels::AttentionShape as;
         as.T = T;

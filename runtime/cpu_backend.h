@@ -24,19 +24,20 @@ namespace ember {
 
 // Byte offsets of every buffer in the one arena (64-byte aligned), and its total size.
 struct MemoryPlan {
-    size_t x = 0, xn = 0, qkv = 0, att = 0, tmp = 0, hidden = 0;  // activations, rows of S
+    size_t x = 0, xn = 0, qkv = 0, att = 0, tmp = 0, hidden = 0;  // activations, [rows, ...]
     size_t logits = 0;         // [logit_rows, V]
     size_t k_cache = 0, v_cache = 0;  // [L, n_head, S, head_size] each, of kv (f16: binary16 bits)
     size_t scores = 0;         // [threads, S]
-    size_t xq = 0, xs = 0;     // int8 activations [S, max(C, F)] and their scales
+    size_t xq = 0, xs = 0;     // int8 activations [rows, max(C, F)] and their scales
     size_t history = 0;        // [S] token ids: token k at k mod S
     size_t window = 0;         // [S] token ids of a recomputed window, oldest first
     size_t sampler_probs = 0;  // [V]
     size_t sampler_ids = 0;    // [V]
     size_t repeat_logits = 0;  // [V] the logits with the repetition penalty
     size_t repeat_ids = 0;     // [S] the recent ids it looks at
-    size_t lora_u = 0;         // [S, r] LoRA's A x (0 bytes without an adapter)
+    size_t lora_u = 0;         // [rows, r] LoRA's A x (0 bytes without an adapter)
     size_t total = 0;
+    int rows = 1;              // rows of one forward pass: block_size with all_logits, else prefill_rows
     int logit_rows = 1;
     int threads = 1;
     KvDType kv = KvDType::F16;
@@ -48,10 +49,11 @@ constexpr int kMaxThreads = 256;
 int resolve_threads(int requested);
 
 // Plans the arena for `model` with `threads` threads (and LoRA rank, 0 = no adapter; the KV
-// cache's element type, SessionOptions' default unless given).
-// Pure arithmetic on the configuration (ArenaPlanner, 64-byte aligned regions).
+// cache's element type, SessionOptions' default unless given; the rows of a prefill pass,
+// SessionOptions::prefill_rows). Pure arithmetic on the configuration (ArenaPlanner, 64-byte
+// aligned regions). Throws ember::Error for prefill_rows < 0.
 MemoryPlan plan_memory(const Model& model, int threads, bool all_logits, int lora_rank = 0,
-                       KvDType kv = SessionOptions{}.kv_cache);
+                       KvDType kv = SessionOptions{}.kv_cache, int prefill_rows = 0);
 
 // check_memory for a session's arena: a small file may claim a block_size whose KV cache and
 // activations no device holds.
@@ -81,6 +83,8 @@ public:
     void set_qkv_tap(int layer, float* dst, int max_rows);
 
 private:
+    // forward() for T <= plan_.rows; the qkv tap's rows start at tap_row0.
+    const float* forward_pass(const int* ids, int T, int pos0, int row0, int n_keys0, bool all_rows, int tap_row0);
     // y [T, out] += adapter's scale * B (A x) for target t of layer l (no-op without adapter).
     void add_lora(int layer, LoraTarget t, const float* x, int T, float* y);
     template <typename T>

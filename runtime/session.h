@@ -33,6 +33,15 @@ struct SessionOptions {
     int threads = 0;                  // CPU threads: 0 = all cores; at most 256
     ContextPolicy policy = ContextPolicy::Exact;
     bool all_logits = false;          // plan [S, V] logits for forward_window (eval)
+    // Rows of one prefill pass on the CPU backend, for an embedder short of memory: the arena
+    // holds the activations of this many rows ([rows, 7 n_embd + ffn_hidden] f32 and more), and
+    // a longer prompt (or the exact policy's recomputed window) runs in passes of near-equal
+    // length, with the same results up to f32 rounding. 0 (the default) = block_size, one
+    // pass; larger values are capped at block_size; all_logits plans block_size rows. GPT-2
+    // 124M int8 (block_size 1024; 37,056 bytes a row) on the 2-vCPU EPYC, 2 threads: 512 rows
+    // take 19.0 MB off its 76.5 MB arena for 0.97x the prefill of a 1024-token prompt, 256
+    // rows 28.5 MB for 0.91x (docs/benchmarks.md).
+    int prefill_rows = 0;
     KvDType kv_cache = KvDType::F16;  // the CPU backend's KV cache (the CUDA backend's is always fp16)
     const LoraAdapter* adapter = nullptr;  // LoRA on qkv/proj/fc/fc2, unmerged (CPU only); must outlive the session
     uint64_t memory_limit = 0;        // bytes the arena may take; 0 = available_memory_bytes()

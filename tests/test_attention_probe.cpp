@@ -313,4 +313,16 @@ TEST_CASE("cpu backend: the qkv tap copies one layer's rows and leaves the forwa
     CHECK_THROWS_AS(tapped.set_qkv_tap(0, nullptr, T), Error);
     tapped.set_qkv_tap(-1, nullptr, 0);  // off
     CHECK_NOTHROW(tapped.forward(ids.data(), T, 0, 0, 1, false));
+    // Prefill in passes of 3 rows: every pass's rows land at their place in the tap.
+    tapped.set_qkv_tap(1, tap.data(), T);
+    tapped.forward(ids.data(), T, 0, 0, 1, false);
+    const std::vector<float> one_pass = tap;
+    SessionOptions so3 = so;
+    so3.prefill_rows = 3;
+    CpuBackend passes(m, so3);
+    std::vector<float> tap3(tap.size(), NAN);
+    passes.set_qkv_tap(1, tap3.data(), T);
+    REQUIRE(T > 3);
+    passes.forward(ids.data(), T, 0, 0, 1, false);
+    for (size_t i = 0; i < tap.size(); ++i) REQUIRE(std::fabs(tap3[i] - one_pass[i]) < 1e-4f);
 }

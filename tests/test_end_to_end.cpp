@@ -5,11 +5,14 @@
 // exact truth; a test of its own bounds what the default f16 cache changes.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <sstream>
 
 #include "converter/convert.h"
+#include "runtime/cpu_backend.h"
+#include "runtime/error.h"
 #include "runtime/eval.h"
 #include "runtime/model.h"
 #include "runtime/sampler.h"
@@ -60,11 +63,13 @@ double logits_error(const Model& m, const nlohmann::json& ex, KvDType kv) {
 }
 
 // Greedy continuation under the exact policy, one token at a time as gpt.py generates.
-std::vector<int> greedy(const Model& m, const nlohmann::json& g, KvDType kv, ContextPolicy policy = ContextPolicy::Exact) {
+std::vector<int> greedy(const Model& m, const nlohmann::json& g, KvDType kv, ContextPolicy policy = ContextPolicy::Exact,
+                        int prefill_rows = 0) {
     SessionOptions so;
     so.threads = 2;
     so.kv_cache = kv;
     so.policy = policy;
+    so.prefill_rows = prefill_rows;
     Session s(m, so);
     SamplerOptions greedy_opts;
     greedy_opts.temperature = 0.0f;
@@ -117,6 +122,42 @@ void check_against_pytorch_f32(const std::string& dir, const std::string& ckpt, 
 
 TEST_CASE("gpt.py state_dict, f32: logits, greedy ids past block_size and eval loss equal PyTorch's") {
     check_against_pytorch_f32("gptpy", "model.pt", "text", "vocab.txt");
+}
+
+TEST_CASE("prefill in passes of prefill_rows rows: PyTorch's last-row logits and greedy ids past block_size, for every pass length") {
+    // The arena holds prefill_rows rows of activations; a longer prompt (and the exact policy's
+    // recomputed window past block_size) runs in passes of near-equal length.
+    const auto ex = test::load_json(fixture("gptpy/expected.json"));
+    auto c = convert_fixture(fixture("gptpy/model.pt"), "vocab", fixture("gptpy/vocab.txt"), convert::WeightDType::F32);
+    const Model& m = *c->model;
+    const int V = m.config().vocab_size, S = m.config().block_size;
+    const auto ids = ids_of(ex["ids"]);
+    const int T = static_cast<int>(ids.size());
+    REQUIRE(T > 4);
+    const auto want = ex["logits"].get<std::vector<double>>();
+    const auto want_ids = ids_of(ex["greedy"]["ids"]);
+    size_t arena_before = 0;
+    for (int rows = S; rows >= 1; --rows) {
+        CAPTURE(rows);
+        SessionOptions so;
+        so.threads = 2;
+        so.kv_cache = KvDType::F32;
+        so.prefill_rows = rows;
+        Session s(m, so);
+        CHECK(plan_memory(m, 2, false, 0, KvDType::F32, rows).rows == rows);
+        const size_t arena = plan_memory(m, 2, false, 0, KvDType::F32, rows).total;
+        if (arena_before) CHECK(arena < arena_before);  // fewer rows, a smaller arena
+        arena_before = arena;
+        s.append(ids.data(), T);
+        double err = 0.0;
+        for (int v = 0; v < V; ++v) err = std::max(err, std::fabs(s.logits()[v] - want[static_cast<size_t>(T - 1) * V + v]));
+        CHECK(err < 1e-4);  // f32 rounding, as one pass
+        if (rows == S || rows == 5 || rows == 1) CHECK(greedy(m, ex["greedy"], KvDType::F32, ContextPolicy::Exact, rows) == want_ids);
+    }
+    CHECK(plan_memory(m, 2, false, 0, KvDType::F32, 0).rows == S);  // the default: one pass
+    CHECK(plan_memory(m, 2, false, 0, KvDType::F32, S + 100).rows == S);  // capped at block_size
+    CHECK(plan_memory(m, 2, true, 0, KvDType::F32, 3).rows == S);         // eval's [S, V] logits: whole windows
+    CHECK_THROWS_WITH_AS(plan_memory(m, 2, false, 0, KvDType::F32, -1), "prefill rows -1 must be >= 0 (0 = block_size)", Error);
 }
 
 TEST_CASE("gpt.py with _orig_mod. prefixes and as safetensors give the same results") {
