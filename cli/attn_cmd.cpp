@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "cli/attn_png.h"
+#include "cli/option_checks.h"
 #include "runtime/adapter.h"
 #include "runtime/attention_probe.h"
 #include "runtime/error.h"
@@ -25,9 +26,9 @@ CLI::App* add_attn_command(CLI::App& app, AttnArgs& a) {
     c->add_flag("--json", a.json, "print the T x T weights as JSON instead of the text");
     c->add_option("--png", a.png, "write a heatmap to FILE (every head in a grid without --head)")
         ->type_name("FILE")
-        ->check(CLI::Validator([](std::string& v) { return v.empty() ? std::string("needs a file name") : std::string(); }, "FILE"));
+        ->check(file_name_check());
     c->add_option("--threads", a.threads, "0 = all cores")->capture_default_str()->check(CLI::TypeValidator<int>(""))->check(CLI::Range(0, 256));
-    c->add_option("--adapter", a.adapter, "LoRA adapter file (ember finetune), applied unmerged");
+    c->add_option("--adapter", a.adapter, "LoRA adapter file (ember finetune), applied unmerged")->check(file_name_check());
     c->add_flag_callback("--no-mmap", [&a] { a.load.mmap = false; }, "read the model into anonymous memory instead of mapping the file");
     c->add_flag("--mlock", a.load.mlock, "lock the model's memory");
     return c;

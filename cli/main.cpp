@@ -12,6 +12,7 @@
 #include "cli/commands.h"
 #include "cli/finetune_cmd.h"
 #include "cli/help_format.h"
+#include "cli/option_checks.h"
 #include "runtime/error.h"
 #include "runtime/gen_options.h"
 #include "runtime/model.h"
@@ -87,7 +88,7 @@ int main(int argc, char** argv) {
                   "gpt.py state_dict, nanoGPT ckpt.pt, Hugging Face GPT-2 pytorch_model.bin / model.safetensors, or .safetensors")->required();
     c->add_option("-o,--out", conv.out, "output .ember file")->required();
     c->add_option("--dtype", dtype, "weight dtype: f32 | f16 | int8")->capture_default_str();
-    c->add_option("--group-size", conv.write.group_size, "int8 group along a row (0 = a whole row)")->capture_default_str();
+    cli::add_int_option(c, "--group-size", conv.write.group_size, 0, 1 << 24, "int8 group along a row (0 = a whole row)");
     auto* vt = c->add_option("--vocab-text", conv.vocab_text, "training text: vocabulary = sorted(set(text))");
     auto* mt = c->add_option("--meta", conv.meta, "nanoGPT meta.pkl");
     auto* tk = c->add_option("--tokenizer", conv.tokenizer,
@@ -117,7 +118,7 @@ int main(int argc, char** argv) {
     auto* g = app.add_subcommand("generate", "generate text, streamed to stdout");
     g->add_option("-m,--model", gen.model, ".ember file")->required();
     auto* prompt_opt = g->add_option("-p,--prompt", gen.prompt, "prompt text (default: start from the tokenizer's start id, as the lecture does)");
-    g->add_option("-f,--prompt-file", gen.prompt_file, "prompt from FILE, byte for byte (- = standard input)")->excludes(prompt_opt);
+    g->add_option("-f,--prompt-file", gen.prompt_file, "prompt from FILE, byte for byte (- = standard input)")->excludes(prompt_opt)->check(cli::file_name_check());
     g->add_flag("-e,--escape", gen.escape, "turn \\n, \\t and \\\\ in -p and --stop into their characters");
     g->add_flag("--skip-unknown", gen.skip_unknown, "drop prompt characters outside the model's vocabulary (and say how many on stderr)");
     g->add_flag("--stats", gen.stats, "print prefill and decode tokens/s and the time to first token on stderr");
@@ -139,49 +140,44 @@ int main(int argc, char** argv) {
     g->add_option("--threads", gen.threads, "0 = all cores")->capture_default_str()->check(CLI::TypeValidator<int>(""))->check(CLI::Range(0, kMaxThreads));
     g->add_option("--backend", gen.backend, "cpu | cuda | auto (CUDA when a GPU is present)")->capture_default_str();
     g->add_option("--kv-cache", gen.kv_cache, "the CPU backend's KV cache: f16 | f32")->capture_default_str()->check(CLI::IsMember({"f16", "f32"}));
-    g->add_option("--adapter", gen.adapter, "LoRA adapter file (ember finetune), applied unmerged");
+    g->add_option("--adapter", gen.adapter, "LoRA adapter file (ember finetune), applied unmerged")->check(cli::file_name_check());
     add_load_flags(g, gen.load);
 
     cli::EvalArgs ev;
     auto* e = app.add_subcommand("eval", "mean cross-entropy (nats/token) on a text");
     e->add_option("-m,--model", ev.model, ".ember file")->required();
-    e->add_option("--text", ev.text, "UTF-8 text file")->required();
+    e->add_option("--text", ev.text, "UTF-8 text file")->required()->check(cli::file_name_check());
     e->add_option("--split", ev.split, "val (last 10% of tokens) | all")->capture_default_str()->check(CLI::IsMember({"val", "all"}));
     e->add_option("--threads", ev.threads, "0 = all cores")->capture_default_str()->check(CLI::TypeValidator<int>(""))->check(CLI::Range(0, kMaxThreads));
     e->add_option("--backend", ev.backend, "cpu | cuda | auto (CUDA when a GPU is present)")->capture_default_str();
     e->add_option("--kv-cache", ev.kv_cache, "the CPU backend's KV cache: f16 | f32")->capture_default_str()->check(CLI::IsMember({"f16", "f32"}));
-    e->add_option("--adapter", ev.adapter, "LoRA adapter file (ember finetune), applied unmerged");
+    e->add_option("--adapter", ev.adapter, "LoRA adapter file (ember finetune), applied unmerged")->check(cli::file_name_check());
     e->add_flag("--skip-unknown", ev.skip_unknown, "drop (and count) characters outside the model's vocabulary, as ember finetune does");
     add_load_flags(e, ev.load);
 
     cli::FinetuneArgs ft;
     auto* ftc = app.add_subcommand("finetune", "LoRA fine-tuning on a text (the last 10% held out), or --merge an adapter");
     ftc->add_option("-m,--model", ft.model, ".ember file (frozen base)")->required();
-    ftc->add_option("--text", ft.text, "UTF-8 training text");
+    ftc->add_option("--text", ft.text, "UTF-8 training text")->check(cli::file_name_check());
     ftc->add_option("-o,--out", ft.out, "adapter file to write (with --merge: the new .ember)")->required();
-    ftc->add_option("--steps", ft.opts.steps, "total optimizer steps")->capture_default_str()->check(CLI::Range(0, 1 << 30));
-    ftc->add_option("--eval-every", ft.opts.eval_every, "validation loss and adapter checkpoint every K steps")
-        ->capture_default_str()
-        ->check(CLI::Range(1, 1 << 30));
-    ftc->add_option("--resume", ft.resume, "adapter file of an interrupted run: go on from its step");
-    ftc->add_option("--threads", ft.opts.threads, "0 = all cores")->capture_default_str()->check(CLI::TypeValidator<int>(""))->check(CLI::Range(0, kMaxThreads));
+    cli::add_int_option(ftc, "--steps", ft.opts.steps, 0, 1 << 30, "total optimizer steps");
+    cli::add_int_option(ftc, "--eval-every", ft.opts.eval_every, 1, 1 << 30, "validation loss and adapter checkpoint every K steps");
+    ftc->add_option("--resume", ft.resume, "adapter file of an interrupted run: go on from its step")->check(cli::file_name_check());
+    cli::add_int_option(ftc, "--threads", ft.opts.threads, 0, kMaxThreads, "0 = all cores");
     ftc->add_flag("--skip-unknown", ft.skip_unknown, "drop (and count) characters outside a char model's vocabulary (a BPE model has none: no-op)");
-    ftc->add_option("--log-every", ft.log_every, "progress line every N steps")->capture_default_str()->check(CLI::Range(1, 1 << 30));
-    ftc->add_option("--log", ft.log, "CSV log: step,loss,val_loss,lr,tokens_per_s, a row per step (appended)");
+    cli::add_int_option(ftc, "--log-every", ft.log_every, 1, 1 << 30, "progress line every N steps");
+    ftc->add_option("--log", ft.log, "CSV log: step,loss,val_loss,lr,tokens_per_s, a row per step (appended)")->check(cli::file_name_check());
     ftc->add_flag("--merge", ft.merge, "fold --adapter into the weights, requantized to the base's dtype, written to -o");
-    ftc->add_option("--adapter", ft.adapter, "with --merge: the adapter to fold in");
+    ftc->add_option("--adapter", ft.adapter, "with --merge: the adapter to fold in")->check(cli::file_name_check());
     std::vector<CLI::Option*> settings{
-        ftc->add_option("--rank", ft.opts.rank, "LoRA rank r")->capture_default_str()->check(CLI::Range(1, 1 << 16)),
-        ftc->add_option("--alpha", ft.opts.alpha, "LoRA alpha (scale alpha / r)")->capture_default_str(),
-        ftc->add_option("--batch", ft.opts.batch, "sequences per step")->capture_default_str()->check(CLI::Range(1, 4096)),
-        ftc->add_option("--seq", ft.opts.seq, "tokens per sequence (0 = block_size)")->capture_default_str()->check(CLI::Range(0, 1 << 20)),
-        ftc->add_option("--seed", ft.opts.seed, "adapter initialization and data order")
-            ->capture_default_str()
-            ->check(CLI::Validator([](std::string& v) { return v.rfind('-', 0) == 0 ? std::string("must be >= 0") : std::string(); },
-                                   "UINT")),
-        ftc->add_option("--lr", ft.opts.lr, "AdamW learning rate")->capture_default_str(),
-        ftc->add_option("--weight-decay", ft.opts.weight_decay, "AdamW decoupled weight decay")->capture_default_str(),
-        ftc->add_option("--clip", ft.opts.clip, "max gradient norm (0 = off)")->capture_default_str(),
+        cli::add_int_option(ftc, "--rank", ft.opts.rank, 1, 1 << 16, "LoRA rank r"),
+        cli::add_float_option(ftc, "--alpha", ft.opts.alpha, "LoRA alpha (scale alpha / r)"),
+        cli::add_int_option(ftc, "--batch", ft.opts.batch, 1, 4096, "sequences per step"),
+        cli::add_int_option(ftc, "--seq", ft.opts.seq, 0, 1 << 20, "tokens per sequence (0 = block_size)"),
+        cli::add_u64_option(ftc, "--seed", ft.opts.seed, "adapter initialization and data order"),
+        cli::add_float_option(ftc, "--lr", ft.opts.lr, "AdamW learning rate"),
+        cli::add_float_option(ftc, "--weight-decay", ft.opts.weight_decay, "AdamW decoupled weight decay"),
+        cli::add_float_option(ftc, "--clip", ft.opts.clip, "max gradient norm (0 = off)"),
     };
 
     cli::BenchArgs be;
@@ -222,7 +218,7 @@ int main(int argc, char** argv) {
     auto parse_error = [&app](const std::string& msg) {
         std::string help = "ember --help";
         for (const CLI::App* sub : app.get_subcommands()) help = "ember " + sub->get_name() + " --help";
-        std::fprintf(stderr, "ember: error: %s (see %s)\n", msg.c_str(), help.c_str());
+        std::fprintf(stderr, "ember: error: %s (see %s)\n", cli::plain_parse_error(msg).c_str(), help.c_str());
         return 1;
     };
     if (const std::string bad = unknown_command(app, argc, argv); !bad.empty()) return parse_error(bad);

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "cli/help_format.h"
+#include "cli/option_checks.h"
 #include "firmware/console.h"
 #include "firmware/serial_port.h"
 #include "runtime/model.h"
@@ -98,8 +99,10 @@ int main(int argc, char** argv) {
         },
         "BAUD"));
     app.add_flag("--rtscts", rtscts, "RTS/CTS hardware flow control");
-    app.add_option("--models", o.models_dir, "folder of NAME.ember files (flash installs there)")->capture_default_str();
-    app.add_option("--load", o.load, "model to load at start (default: the last flashed or loaded)");
+    app.add_option("--models", o.models_dir, "folder of NAME.ember files (flash installs there)")->capture_default_str()
+        ->check(CLI::Validator([](std::string& v) { return v.empty() ? std::string("needs a folder name") : std::string(); }, "DIR"));
+    app.add_option("--load", o.load, "model to load at start (default: the last flashed or loaded)")
+        ->check(CLI::Validator([](std::string& v) { return v.empty() ? std::string("needs a model name") : std::string(); }, "NAME"));
     app.add_option("--threads", o.threads, "0 = all cores")->capture_default_str()->check(CLI::Range(0, 256));
     std::string backend = "auto";
     app.add_option("--backend", backend, "cpu, cuda or auto (CUDA when a GPU is present)")->capture_default_str()->check(CLI::IsMember({"cpu", "cuda", "auto"}));
@@ -110,12 +113,13 @@ int main(int argc, char** argv) {
     app.add_flag("--mlock", o.holding.mlock, "lock the loaded model's memory (a failure, e.g. RLIMIT_MEMLOCK, is a warning)");
     app.add_flag("--echo", o.echo, "echo typed characters and edits (a person at a terminal; on by itself with --stdio on a terminal)");
     app.add_flag("--crlf", o.crlf, "end output lines with CR LF (serial terminals)");
-    app.add_option("--log", o.log_file, "append the event log (loads, flashes, refusals, errors; ISO 8601 UTC times) to FILE; it goes to stderr too");
+    app.add_option("--log", o.log_file, "append the event log (loads, flashes, refusals, errors; ISO 8601 UTC times) to FILE; it goes to stderr too")
+        ->check(cli::file_name_check());
     app.add_option("--flash-timeout", o.flash_idle_ms, "ms without a frame before binary mode ends")->capture_default_str()->check(CLI::Range(100, 3600000));
     app.set_version_flag("--version", "ember-console 0.1.0 (ember " EMBER_VERSION_STRING ", .ember format versions 1 and 2)");
     app.allow_extras();  // a mistyped option is named with the nearest one, before anything else
     auto parse_error = [](const std::string& msg) {
-        std::fprintf(stderr, "ember-console: error: %s (see ember-console --help)\n", msg.c_str());
+        std::fprintf(stderr, "ember-console: error: %s (see ember-console --help)\n", cli::plain_parse_error(msg).c_str());
         return 1;
     };
     auto unknown_argument = [&app]() -> std::string {

@@ -51,6 +51,8 @@ std::string parse_u64(std::string_view w, const std::string& what, uint64_t& v) 
 
 std::string parse_float(std::string_view w, const std::string& what, float& v) {
     const std::string s(w);
+    // Decimal only: strtof would also read hex floats (0x10 = 16, 0x1p3 = 8).
+    if (s.find_first_of("xXpP") != std::string::npos) return what + ": '" + printable(s, 40) + "' is not a decimal number";
     char* end = nullptr;
     errno = 0;
     v = std::strtof(s.c_str(), &end);

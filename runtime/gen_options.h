@@ -80,8 +80,8 @@ std::string parse_gen_option(GenOption id, std::string_view value, GenOverrides&
 
 // The number parsers of the options (ember's and the console's): "" or the reason, one line
 // naming `what` ("--top-k: 'x' is not an integer"); v is written only when the text is good.
-// parse_int: a decimal integer in [lo, hi]. parse_u64: 0..2^64-1. parse_float: a finite float
-// (strtof), a value outside a float's range said as such.
+// parse_int: a decimal integer in [lo, hi]. parse_u64: 0..2^64-1. parse_float: a finite,
+// decimal float (strtof; hex floats refused), a value outside a float's range said as such.
 std::string parse_int(std::string_view w, const std::string& what, long long lo, long long hi, long long& v);
 std::string parse_u64(std::string_view w, const std::string& what, uint64_t& v);
 std::string parse_float(std::string_view w, const std::string& what, float& v);

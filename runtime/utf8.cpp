@@ -1,12 +1,13 @@
 #include "runtime/utf8.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
-#include <sstream>
 
 #include "runtime/error.h"
 
@@ -109,19 +110,52 @@ std::string displayable(std::string_view s) {
 }
 
 std::string read_text_file(const std::string& path, size_t max_bytes) {
+    const std::string f = printable(path, 200);
+    // O_NONBLOCK: a FIFO is refused below (fstat) instead of waiting here for a writer.
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0) fail(f, ": cannot open: ", std::strerror(errno));
     struct stat st {};
-    if (::stat(path.c_str(), &st) != 0) fail(printable(path, 200), ": cannot open: ", std::strerror(errno));
-    if (S_ISDIR(st.st_mode)) fail(printable(path, 200), ": is a directory, not a text file");
-    if (!S_ISREG(st.st_mode)) fail(printable(path, 200), ": not a regular file");
-    if (static_cast<uint64_t>(st.st_size) > max_bytes) {
-        fail(printable(path, 200), ": ", st.st_size, " bytes is more than the ", max_bytes, " a text may have");
+    if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        const bool dir = S_ISDIR(st.st_mode);
+        ::close(fd);
+        if (dir) fail(f, ": is a directory, not a file");
+        fail(f, ": not a regular file");
     }
-    std::ifstream in(path, std::ios::binary);
-    if (!in) fail(printable(path, 200), ": cannot open");
-    std::ostringstream ss;
-    ss << in.rdbuf();
-    if (in.bad()) fail(printable(path, 200), ": read error");
-    return ss.str();
+    if (static_cast<uint64_t>(st.st_size) > max_bytes) {
+        ::close(fd);
+        fail(f, ": ", st.st_size, " bytes is more than the ", max_bytes, " a text may have");
+    }
+    // Read to the end: a file may hold more than fstat says (/proc files say 0), and a read
+    // error (EIO) is an error, never an early end of the text.
+    std::string out(static_cast<size_t>(st.st_size), '\0');
+    size_t got = 0;
+    for (;;) {
+        if (got == out.size()) {
+            if (out.size() >= max_bytes) {
+                char probe = 0;  // one more byte means the file grew past the limit
+                const ssize_t r = ::read(fd, &probe, 1);
+                if (r == 0) break;
+                if (r < 0 && errno == EINTR) continue;
+                const int e = errno;
+                ::close(fd);
+                if (r < 0) fail(f, ": cannot read: ", std::strerror(e));
+                fail(f, ": more than the ", max_bytes, " bytes a text may have");
+            }
+            out.resize(std::min(max_bytes, std::max<size_t>(out.size() * 2, 4096)));
+        }
+        const ssize_t r = ::read(fd, &out[got], out.size() - got);
+        if (r < 0 && errno == EINTR) continue;
+        if (r < 0) {
+            const int e = errno;
+            ::close(fd);
+            fail(f, ": cannot read: ", std::strerror(e), " (after ", got, " bytes)");
+        }
+        if (r == 0) break;
+        got += static_cast<size_t>(r);
+    }
+    ::close(fd);
+    out.resize(got);
+    return out;
 }
 
 bool decode_single_code_point(std::string_view s, uint32_t& cp) {

@@ -35,8 +35,10 @@ std::string printable(std::string_view s, size_t max_len = 80);
 // DEL, C1: a terminal's escape sequences), NUL, invalid bytes and the backslash as \xNN.
 std::string displayable(std::string_view s);
 
-// The bytes of a regular file of at most max_bytes (directories, devices and larger files
-// are refused). Throws ember::Error naming the path.
+// The bytes of a regular file of at most max_bytes (directories, devices, FIFOs and larger
+// files are refused), read to its end. Throws ember::Error naming the path and the reason
+// (errno's text): one that cannot be opened, or a read error (EIO), which never ends the text
+// early.
 std::string read_text_file(const std::string& path, size_t max_bytes = size_t(1) << 30);
 
 }  // namespace ember

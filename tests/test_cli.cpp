@@ -215,8 +215,11 @@ TEST_CASE("ember: bad option values give one line and exit 1") {
     check_refused(ember_cli("generate -m x.ember -n -1", dir), "-n -1 not in 0..1073741824");
     check_refused(ember_cli("generate -m x.ember --threads 100000", dir), "--threads");
     // Not a number is said as such, not as out of range.
-    check_refused(ember_cli("bench -m x.ember --threads two", dir), "--threads: Failed parsing two as a INT");
-    check_refused(ember_cli("info x.ember --threads 1.5", dir), "--threads: Failed parsing 1.5 as a INT");
+    check_refused(ember_cli("bench -m x.ember --threads two", dir), "--threads: 'two' is not an integer");
+    check_refused(ember_cli("info x.ember --threads 1.5", dir), "--threads: '1.5' is not an integer");
+    // CLI11's range and repetition messages, in the words of ember's own parsers.
+    check_refused(ember_cli("bench -m x.ember --runs 0", dir), "--runs 0 not in 1..1000");
+    check_refused(ember_cli("generate -m x.ember -m y.ember", dir), "--model given 2 times: give it once");
     check_refused(ember_cli("flash --port /dev/null --name '' x.ember", dir), "--name: needs a name");
     check_refused(ember_cli("finetune -m x.ember --merge --adapter a.emba --steps 5 -o y.ember", dir),
                   "--merge folds an existing adapter; it takes no --steps (an option of training)");  // it used to ignore them
@@ -244,6 +247,55 @@ TEST_CASE("ember: bad option values give one line and exit 1") {
                                 q(dir.file("o.ember")),
                             dir),
                   "torch.save(model.state_dict(), PATH)");
+}
+
+TEST_CASE("an empty file name is never taken as none, finetune's numbers are parsed as generate's, and the adapter at -o stays") {
+    // A script's unset variable ("--resume $A" with A empty) used to start a fresh run that
+    // replaced the adapter at -o; "" for a number was taken as 0, 1e-400 as 0 and 0x10 as 16.
+    ember::test::TempDir dir;
+    const std::string model = dir.file("m.ember"), text = fixture("gptpy/eval.txt"), victim = dir.file("victim.emba");
+    REQUIRE(ember_cli("convert " + q(fixture("gptpy/model.pt")) + " --vocab-text " + q(fixture("gptpy/vocab.txt")) + " -o " + q(model), dir).status == 0);
+    const std::string ft = "finetune -m " + q(model) + " --text " + q(text) + " --batch 2 --seq 16 --rank 4 --threads 1 --steps 1 ";
+    REQUIRE(ember_cli(ft + "--steps 2 -o " + q(victim), dir).status == 0);  // the last --steps counts
+    const std::string before = ember::test::read_file(victim);
+    struct Case {
+        std::string args, error;
+    };
+    for (const Case& c : {
+             Case{"--resume ''", "--resume: needs a file name"},
+             Case{"--log ''", "--log: needs a file name"},
+             Case{"--lr ''", "--lr: '' is not a finite number"},
+             Case{"--clip ''", "--clip: '' is not a finite number"},
+             Case{"--weight-decay ''", "--weight-decay: '' is not a finite number"},
+             Case{"--alpha ''", "--alpha: '' is not a finite number"},
+             Case{"--seed ''", "--seed: '' is not an integer >= 0"},
+             Case{"--seed 99999999999999999999999", "--seed: '99999999999999999999999' is not an integer in 0..2^64-1"},
+             Case{"--lr 1e-400", "--lr: '1e-400' is outside a float's range"},
+             Case{"--lr 0x10", "--lr: '0x10' is not a decimal number"},
+             Case{"--lr 5abc", "--lr: '5abc' is not a finite number"},
+             Case{"--steps ''", "--steps needs a value"},
+             Case{"--batch 0", "--batch 0 not in 1..4096"},
+             Case{"--threads x", "--threads: 'x' is not an integer"},
+         }) {
+        CAPTURE(c.args);
+        check_refused(ember_cli(ft + "-o " + q(victim) + " " + c.args, dir), c.error);
+        CHECK(ember::test::read_file(victim) == before);
+    }
+    check_refused(ember_cli("finetune -m " + q(model) + " --merge --adapter '' -o " + q(dir.file("x.ember")), dir), "--adapter: needs a file name");
+    check_refused(ember_cli("convert " + q(fixture("gptpy/model.pt")) + " --vocab-text " + q(fixture("gptpy/vocab.txt")) + " --group-size '' -o " +
+                                q(dir.file("g.ember")),
+                            dir),
+                  "--group-size needs a value");
+    check_refused(ember_cli("generate -m " + q(model) + " -f '' -n 3", dir), "--prompt-file: needs a file name");
+    check_refused(ember_cli("generate -m " + q(model) + " --adapter '' -n 3", dir), "--adapter: needs a file name");
+    check_refused(ember_cli("eval -m " + q(model) + " --text ''", dir), "--text: needs a file name");
+    check_refused(ember_cli("eval -m " + q(model) + " --text " + q(text) + " --adapter ''", dir), "--adapter: needs a file name");
+    check_refused(ember_cli("attn -m " + q(model) + " -p ab --adapter ''", dir), "--adapter: needs a file name");
+    // A read error is an error, not the end of the text: /proc/self/mem reads EIO at offset 0.
+    check_refused(ember_cli("generate -m " + q(model) + " -f /proc/self/mem -n 3", dir), "/proc/self/mem: cannot read: Input/output error");
+    check_refused(ember_cli("eval -m " + q(model) + " --text /proc/self/mem", dir), "/proc/self/mem: cannot read: Input/output error");
+    check_refused(ember_cli("finetune -m " + q(model) + " --text /proc/self/mem --steps 1 -o " + q(dir.file("n.emba")), dir), "/proc/self/mem: cannot read");
+    check_refused(ember_cli("generate -m " + q(model) + " --adapter " + q(dir.path()) + " -n 3", dir), "is a directory, not a file");
 }
 
 TEST_CASE("ember generate and info on good and bad models and options") {

@@ -147,7 +147,7 @@ TEST_CASE("ember-console: a --models folder that is not there is refused at star
     }
 }
 
-TEST_CASE("ember-console: --version, a mistyped option named with the nearest, a bad --baud listing the standard rates") {
+TEST_CASE("ember-console: --version, a mistyped option named with the nearest, a bad --baud listing the standard rates, empty names refused") {
     test::TempDir dir;
     const std::string console = test::program_cmd(EMBER_CONSOLE) + " --models '" + dir.path() + "' ";
     const Run v = run(test::program_cmd(EMBER_CONSOLE) + " --version", dir);
@@ -161,7 +161,12 @@ TEST_CASE("ember-console: --version, a mistyped option named with the nearest, a
                           Case{"--stdio --rtcts", "unknown option --rtcts; did you mean --rtscts?"},
                           Case{"--stdio stray", "unexpected argument 'stray'"},
                           Case{"--stdio --baud 12345", "--baud: not a standard rate (50, 75, 110, "},
-                          Case{"--stdio --baud 12345", ", 115200, 230400, "}}) {
+                          Case{"--stdio --baud 12345", ", 115200, 230400, "},
+                          // an empty name (a script's unset variable) used to mean no log, or the current model
+                          Case{"--stdio --log ''", "--log: needs a file name"},
+                          Case{"--stdio --load ''", "--load: needs a model name"},
+                          Case{"--stdio --threads 999", "--threads 999 not in 0..256"},
+                          Case{"--stdio --threads 1 --threads 2", "--threads given 2 times: give it once"}}) {
         CAPTURE(c.args);
         const Run r = run(console + c.args, dir);
         CHECK(r.status == 1);
