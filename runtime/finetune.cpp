@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <sstream>
 
 #include "kernels/cpu/activation.h"
 #include "kernels/cpu/attention.h"
@@ -18,6 +19,7 @@
 #include "runtime/arena.h"
 #include "runtime/error.h"
 #include "runtime/eval.h"
+#include "runtime/paths.h"
 #include "runtime/utf8.h"
 
 namespace ember {
@@ -388,12 +390,29 @@ double FinetuneRun::validation_loss() {
         .loss;
 }
 
+namespace {
+
+// What out_path holds after a divergence: the last adapter this run wrote, or what it held.
+std::string kept_text(const std::string& out_path, int64_t saved_step, double saved_val) {
+    if (saved_step < 0) return printable(out_path, 200) + " is as it was before this run (no checkpoint of it was written)";
+    return printable(out_path, 200) + " keeps the adapter of step " + std::to_string(saved_step) +
+           (std::isfinite(saved_val) ? " (val loss " + std::to_string(saved_val) + ")" : std::string());
+}
+
+// The likely cause of a divergence: the lr, or alpha / r, the scale of the update.
+std::string diverged_cause(const LoraAdapter& a) {
+    std::ostringstream s;
+    s << "(lr " << a.train.lr << " or alpha / rank " << a.alpha() / static_cast<float>(a.rank()) << " is likely too high)";
+    return s.str();
+}
+
+}  // namespace
+
 double FinetuneRun::save_if_finite(const std::string& out_path, int64_t* saved_step, double* saved_val) {
     const double val = validation_loss();
     if (!std::isfinite(val)) {
-        fail("training diverged at step ", adapter_.train.step, ": the validation loss is ", val, " (lr ", adapter_.train.lr,
-             " is likely too high); ", printable(out_path, 200), " keeps the adapter of step ", *saved_step,
-             std::isfinite(*saved_val) ? " (val loss " + std::to_string(*saved_val) + ")" : std::string());
+        fail("training diverged at step ", adapter_.train.step, ": the validation loss is ", val, " ", diverged_cause(adapter_), "; ",
+             kept_text(out_path, *saved_step, *saved_val));
     }
     adapter_.save(out_path);
     *saved_step = static_cast<int64_t>(adapter_.train.step);
@@ -405,10 +424,10 @@ int64_t FinetuneRun::run(const std::string& out_path, const std::function<void(c
                          const std::atomic<bool>* stop) {
     double train_secs = 0.0;  // steps only: evaluation and saving are not training time
     int64_t done = 0;
-    adapter_.save(out_path);  // an unwritable path fails now, before any work
-    int64_t saved_step = static_cast<int64_t>(adapter_.train.step);
-    double saved_val = std::nan("");  // not measured for the first write (the caller does)
-    bool saved_last = true;
+    output_target(out_path);  // an unwritable path fails now, before any work; nothing is written yet
+    int64_t saved_step = -1;  // none written by this run
+    double saved_val = std::nan("");
+    bool saved_last = false;  // a stop before the first checkpoint writes the adapter as it is
     int skipped_in_a_row = 0;
     while (static_cast<int64_t>(adapter_.train.step) < opts_.steps && !(stop && stop->load())) {
         FinetuneProgress p;
@@ -429,8 +448,8 @@ int64_t FinetuneRun::run(const std::string& out_path, const std::function<void(c
         saved_last = p.saved;
         if (on_step) on_step(p);
         if (skipped_in_a_row >= kMaxSkippedInARow) {
-            fail("training diverged: steps ", p.step - skipped_in_a_row + 1, " to ", p.step, " each gave a non-finite loss or gradient (lr ",
-                 adapter_.train.lr, " is likely too high); ", printable(out_path, 200), " keeps the adapter of step ", saved_step);
+            fail("training diverged: steps ", p.step - skipped_in_a_row + 1, " to ", p.step, " each gave a non-finite loss or gradient ",
+                 diverged_cause(adapter_), "; ", kept_text(out_path, saved_step, saved_val));
         }
     }
     if (!saved_last) save_if_finite(out_path, &saved_step, &saved_val);

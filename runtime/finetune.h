@@ -185,10 +185,11 @@ public:
     double validation_loss();
 
     // Steps until opts.steps or until *stop becomes true (checked between steps); calls
-    // on_step after each; writes the adapter to out_path first (a bad path fails before any
-    // work), every eval_every steps, and at the end (after a stop too). Returns the steps done.
-    // Divergence (an lr too high) throws ember::Error, leaving the last adapter written whose
-    // validation loss was finite: an adapter whose validation loss is not finite is never
+    // on_step after each; checks out_path first (output_target: a bad path fails before any
+    // work) and writes the adapter there every eval_every steps and at the end (after a stop
+    // too). Returns the steps done. Divergence (an lr too high) throws ember::Error, leaving at
+    // out_path the last adapter this run wrote, or, when it wrote none, what was there before
+    // (an older adapter stays whole): an adapter whose validation loss is not finite is never
     // written, and kMaxSkippedInARow steps in a row with a non-finite loss or gradient (each
     // skipped, Trainer::step) end the run at once.
     int64_t run(const std::string& out_path, const std::function<void(const FinetuneProgress&)>& on_step,
@@ -213,7 +214,7 @@ private:
     std::unique_ptr<Session> eval_session_;
     std::vector<int> x_, y_;  // [B, T]
     // Writes the adapter to out_path if its validation loss (returned) is finite; else throws,
-    // naming the last step written.
+    // naming the last step written (*saved_step, -1: none in this run).
     double save_if_finite(const std::string& out_path, int64_t* saved_step, double* saved_val);
 };
 
