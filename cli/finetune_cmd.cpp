@@ -133,7 +133,7 @@ int cmd_finetune(const FinetuneArgs& a) {
     } else {
         adapter = std::make_unique<LoraAdapter>(*model, a.opts.rank, a.opts.alpha);
     }
-    FinetuneRun run(*model, *adapter, std::move(ids), a.opts);
+    FinetuneRun run(*model, *adapter, std::move(ids), a.opts, printable(a.text, 200));
     const FinetuneOptions& o = run.options();
     std::printf("model: %s (n_layer %d, n_embd %d, block_size %d, vocab_size %d)\n", printable(a.model, 200).c_str(), c.n_layer,
                 c.n_embd, c.block_size, c.vocab_size);

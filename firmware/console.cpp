@@ -290,9 +290,8 @@ void Console::cmd_set(const Command& c) {
     int n = n_;
     d.gen.apply(so, n);
     so.validate();
-    constexpr size_t kMaxStops = 16;  // what a person sets by hand; each costs a search per token
-    if ((d.clear_stops ? 0 : stops_.size()) + d.gen.stops.size() > kMaxStops)
-        fail("set stop: at most ", kMaxStops, " stop strings (set stop off clears them)");
+    if ((d.clear_stops ? 0 : stops_.size()) + d.gen.stops.size() > kMaxStopStrings)
+        fail("set stop: at most ", kMaxStopStrings, " stop strings (set stop off clears them)");
     sampler_ = so;
     n_ = n;
     if (d.clear_stops) stops_.clear();
@@ -503,7 +502,7 @@ void Console::cmd_finetune(const Command& c) {
     } else {
         adapter = std::make_unique<LoraAdapter>(*model_, o.rank, o.alpha);
     }
-    FinetuneRun run(*model_, *adapter, std::move(ids), o);
+    FinetuneRun run(*model_, *adapter, std::move(ids), o, printable(c.file, 200));
     const FinetuneOptions& ro = run.options();
     write("finetune: " + std::to_string(run.train_tokens()) + " training tokens, " + std::to_string(run.val_tokens()) + " held out" +
           (skipped ? ", " + std::to_string(skipped) + " characters outside the vocabulary skipped" : std::string()) + "; rank " +

@@ -84,6 +84,8 @@ std::string check_model_name(const std::string& name) {
     if (name.empty()) return "model name is empty";
     if (name.size() > kMaxModelName) return "model name longer than 64 bytes";
     if (name[0] == '.') return "model name '" + printable(name) + "' starts with '.'";
+    // "-x" would read as an option: on the console's line (load -x) and in a shell (rm -x.ember).
+    if (name[0] == '-') return "model name '" + printable(name) + "' starts with '-'";
     for (char c : name) {
         const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-';
         if (!ok) return "model name '" + printable(name) + "' has a character outside [A-Za-z0-9._-]";

@@ -331,12 +331,13 @@ uint64_t ids_checksum(const std::vector<int>& ids) {
     return XXH64(ids.data(), ids.size() * sizeof(int), 0);
 }
 
-FinetuneRun::FinetuneRun(const Model& model, LoraAdapter& adapter, std::vector<int> ids, const FinetuneOptions& opts)
+FinetuneRun::FinetuneRun(const Model& model, LoraAdapter& adapter, std::vector<int> ids, const FinetuneOptions& opts,
+                         const std::string& text_name)
     : model_(model), adapter_(adapter), ids_(std::move(ids)), opts_(opts) {
     const ModelConfig& c = model.config();
     const int64_t n = static_cast<int64_t>(ids_.size());
     split_ = val_split_start(n);
-    if (n - split_ < 2) fail("the text holds ", n, " tokens: its held-out last 10% needs at least 2");
+    if (n - split_ < 2) fail(text_name, " holds ", n, " tokens: its held-out last 10% needs at least 2 (a text of 20 tokens or more)");
     if (opts_.steps < 0) fail("--steps ", opts_.steps, " must be >= 0");
     if (opts_.eval_every < 1) fail("--eval-every ", opts_.eval_every, " must be >= 1");
     LoraTrainState& st = adapter_.train;

@@ -178,8 +178,10 @@ class FinetuneRun {
 public:
     // adapter: fresh (initialized here from opts.seed) or loaded with its training state
     // (resume: batch, seq, seed, lr, weight decay and clip come from it, and the text must
-    // be the same). Throws ember::Error.
-    FinetuneRun(const Model& model, LoraAdapter& adapter, std::vector<int> ids, const FinetuneOptions& opts);
+    // be the same). text_name names the text in errors ("alice.txt: the text holds 3 tokens:
+    // ..."). Throws ember::Error.
+    FinetuneRun(const Model& model, LoraAdapter& adapter, std::vector<int> ids, const FinetuneOptions& opts,
+                const std::string& text_name = "the text");
 
     // Mean cross-entropy of the held-out tail with the current adapter (ember eval's definition).
     double validation_loss();

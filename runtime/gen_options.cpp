@@ -144,10 +144,19 @@ std::string parse_gen_option(GenOption id, std::string_view value, GenOverrides&
     case GenOption::RepeatLastN:
         if ((bad = parse_int(value, what, -1, kMaxGenTokens, i)).empty()) o.repeat_last_n = static_cast<int>(i);
         return bad;
-    case GenOption::Stop:
+    case GenOption::Stop: {
         if (value.empty()) return what + " needs a non-empty string";
+        // Matched against whole characters of the output: a string that is not UTF-8 never matches.
+        size_t pos = 0;
+        uint32_t cp = 0;
+        while (pos < value.size()) {
+            const size_t at = pos;
+            if (!utf8_next(value, pos, cp)) return what + " '" + printable(value, 40) + "': invalid UTF-8 at byte " + std::to_string(at) + " (it could never match)";
+        }
+        if (o.stops.size() >= kMaxStopStrings) return what + ": at most " + std::to_string(kMaxStopStrings) + " stop strings";
         o.stops.emplace_back(value);
         return "";
+    }
     }
     return what + ": not an option";
 }

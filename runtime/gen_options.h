@@ -15,6 +15,7 @@
 #pragma once
 
 #include <array>
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -74,7 +75,11 @@ const GenOptionSpec* find_gen_option(std::string_view name);
 // The option a console `set` key names ("top_k", "top-k", "temp"), or null.
 const GenOptionSpec* find_gen_set_key(std::string_view key);
 
-// Checks `value` for the option and stores it in o (a stop string is appended as given).
+// Stop strings one run takes (each costs a search per token), on the command line and the console.
+constexpr size_t kMaxStopStrings = 16;
+
+// Checks `value` for the option and stores it in o (a stop string is appended as given: it
+// must be valid UTF-8, and at most kMaxStopStrings of them).
 // Returns "" or the reason, one line naming the option by its first name ("-n", "--top-k").
 std::string parse_gen_option(GenOption id, std::string_view value, GenOverrides& o);
 

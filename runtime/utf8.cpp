@@ -83,10 +83,23 @@ int utf8_encode(uint32_t cp, char out[4]) {
     return 4;
 }
 
+namespace {
+
+// Characters that change how a terminal lays out the text after them: the bidirectional
+// controls (U+202E turns the rest of the line around), marks, isolates, and the invisible
+// format characters beside them (zero-width spaces and joiners, the byte-order mark).
+bool layout_control(uint32_t cp) {
+    return (cp >= 0x200B && cp <= 0x200F) || (cp >= 0x202A && cp <= 0x202E) || (cp >= 0x2060 && cp <= 0x2069) || cp == 0xFEFF ||
+           cp == 0x061C;
+}
+
+}  // namespace
+
 std::string describe_code_point(uint32_t cp) {
     char hex[16];
     std::snprintf(hex, sizeof hex, "U+%04X", cp);
     if (cp < 0x20 || cp == 0x7F || (cp >= 0x80 && cp < 0xA0)) return hex;  // C1 too: CSI (U+009B) starts an escape sequence
+    if (layout_control(cp)) return hex;
     char buf[4];
     const int n = utf8_encode(cp, buf);
     return "'" + std::string(buf, n) + "' (" + hex + ")";
@@ -100,7 +113,7 @@ std::string displayable(std::string_view s) {
         uint32_t cp = 0;
         const bool ok = utf8_next(s, pos, cp);
         if (!ok) pos = at + 1;
-        if (ok && cp >= 0x20 && cp != 0x7f && cp != '\\' && !(cp >= 0x80 && cp < 0xa0)) {
+        if (ok && cp >= 0x20 && cp != 0x7f && cp != '\\' && !(cp >= 0x80 && cp < 0xa0) && !layout_control(cp)) {
             out.append(s.substr(at, pos - at));
         } else {
             for (size_t i = at; i < pos; ++i) out += printable(s.substr(i, 1));

@@ -21,7 +21,9 @@ std::vector<uint32_t> utf8_decode(std::string_view s, const std::string& what);
 // Encodes cp (a scalar value) into out[0..n), n in 1..4; returns n.
 int utf8_encode(uint32_t cp, char out[4]);
 
-// "'a' (U+0061)", or "U+000A" alone for control characters (C0, DEL, C1).
+// "'a' (U+0061)", or "U+000A" alone for control characters (C0, DEL, C1) and the characters
+// that change a terminal's layout of the rest of the line (bidirectional controls U+202A to
+// U+202E and U+2066 to U+2069, U+200B to U+200F, U+2060 to U+2065, U+061C, U+FEFF).
 std::string describe_code_point(uint32_t cp);
 
 // When s is exactly one Unicode scalar value in well-formed UTF-8, stores it in cp.
@@ -32,7 +34,8 @@ bool decode_single_code_point(std::string_view s, uint32_t& cp);
 std::string printable(std::string_view s, size_t max_len = 80);
 
 // Untrusted text for a terminal, whole: valid UTF-8 characters kept, control characters (C0,
-// DEL, C1: a terminal's escape sequences), NUL, invalid bytes and the backslash as \xNN.
+// DEL, C1: a terminal's escape sequences), the layout controls above, NUL, invalid bytes and
+// the backslash as \xNN.
 std::string displayable(std::string_view s);
 
 // The bytes of a regular file of at most max_bytes (directories, devices, FIFOs and larger

@@ -278,4 +278,10 @@ TEST_CASE("utf8: strict UTF-8 single code points") {
     // displayable: UTF-8 kept whole; C0, DEL, C1 (U+009B), invalid bytes, the backslash escaped.
     CHECK(ember::displayable("caf\xc3\xa9 \xe6\x97\xa5") == "caf\xc3\xa9 \xe6\x97\xa5");
     CHECK(ember::displayable(std::string("\x1b[H\x7f\xc2\x9b\xff\\\0z", 10)) == "\\x1b[H\\x7f\\xc2\\x9b\\xff\\x5c\\x00z");
+    // A right-to-left override (U+202E) would turn the rest of the message around: escaped, and
+    // named by its code point alone; so is a zero-width space.
+    CHECK(ember::displayable("a\xe2\x80\xae" "b\xe2\x80\x8b") == "a\\xe2\\x80\\xaeb\\xe2\\x80\\x8b");
+    CHECK(ember::describe_code_point(0x202E) == "U+202E");
+    CHECK(ember::describe_code_point(0xFEFF) == "U+FEFF");
+    CHECK(ember::describe_code_point(0x20AC) == "'\xe2\x82\xac' (U+20AC)");
 }

@@ -232,6 +232,11 @@ TEST_CASE("ember: bad option values give one line and exit 1") {
                   "is a directory");
     check_refused(ember_cli("generate -m " + q(dir.path()) + " -n 3", dir), "not a regular file");
     check_refused(ember_cli("generate -m x.ember --seed -1", dir), "--seed: '-1' is not an integer >= 0");
+    // A stop string that is not UTF-8 could never match the text; more than 16 cost a search each per token.
+    check_refused(ember_cli("generate -m x.ember --stop \"$(printf 'ab\\377')\"", dir), "--stop 'ab\\xff': invalid UTF-8 at byte 2 (it could never match)");
+    std::string stops;
+    for (int i = 0; i < 17; ++i) stops += " --stop s" + std::to_string(i);
+    check_refused(ember_cli("generate -m x.ember" + stops, dir), "--stop: at most 16 stop strings");
     check_refused(ember_cli("bench -m x.ember --runs 0", dir), "--runs");
     // Common mix-ups get a hint at the fix.
     check_refused(ember_cli("info " + q(fixture("gptpy/model.pt")), dir), "convert it first with `ember convert`");
@@ -296,6 +301,10 @@ TEST_CASE("an empty file name is never taken as none, finetune's numbers are par
     check_refused(ember_cli("eval -m " + q(model) + " --text /proc/self/mem", dir), "/proc/self/mem: cannot read: Input/output error");
     check_refused(ember_cli("finetune -m " + q(model) + " --text /proc/self/mem --steps 1 -o " + q(dir.file("n.emba")), dir), "/proc/self/mem: cannot read");
     check_refused(ember_cli("generate -m " + q(model) + " --adapter " + q(dir.path()) + " -n 3", dir), "is a directory, not a file");
+    // A text too short to hold out 10% is named.
+    ember::test::write_file(dir.file("tiny.txt"), "abcd");
+    check_refused(ember_cli("finetune -m " + q(model) + " --text " + q(dir.file("tiny.txt")) + " -o " + q(dir.file("t.emba")), dir),
+                  "tiny.txt holds 4 tokens: its held-out last 10% needs at least 2 (a text of 20 tokens or more)");
 }
 
 TEST_CASE("ember generate and info on good and bad models and options") {

@@ -82,7 +82,9 @@ TEST_CASE("ember flash + ember-console over ptys: the default model, then gen eq
     CHECK(seen.find("no model loaded") != std::string::npos);
     {
         fwtest::Relay relay(host.master, device.master, nullptr, nullptr);
-        const std::string flash = test::program_cmd(EMBER_CLI) + " flash --port " + host.path + " '" + co.out + "' --timeout 500";
+        // --name with .ember installs NAME.ember (it used to install shakespeare_char.ember.ember).
+        const std::string flash = test::program_cmd(EMBER_CLI) + " flash --port " + host.path + " '" + co.out +
+                                  "' --timeout 500 --name shakespeare_char.ember";
         // A file the host cannot verify is not sent (exit 1); with --no-verify the device refuses it (exit 2).
         test::write_file(dir.file("notes.ember"), std::string(3000, 'n'));
         Run bad = run(test::program_cmd(EMBER_CLI) + " flash --port " + host.path + " '" + dir.file("notes.ember") + "' --timeout 500", dir);
@@ -93,6 +95,14 @@ TEST_CASE("ember flash + ember-console over ptys: the default model, then gen eq
         CAPTURE(bad.err);
         CHECK(bad.status == 2);
         CHECK(bad.err.find("ember: error: the device refused the file: not a valid .ember model") != std::string::npos);
+        // An empty file is named, and a name that reads as an option is refused, before the port is opened.
+        test::write_file(dir.file("empty.ember"), "");
+        Run empty = run(test::program_cmd(EMBER_CLI) + " flash --no-verify --port /nonexistent/tty '" + dir.file("empty.ember") + "'", dir);
+        CHECK(empty.status == 1);
+        CHECK(empty.err.find("empty.ember: the file is empty (not flashed)") != std::string::npos);
+        Run dash = run(test::program_cmd(EMBER_CLI) + " flash --port /nonexistent/tty --name - '" + co.out + "'", dir);
+        CHECK(dash.status == 1);
+        CHECK(dash.err.find("model name '-' starts with '-' (choose one with --name)") != std::string::npos);
         Run nodev = run(test::program_cmd(EMBER_CLI) + " flash --port /nonexistent/tty '" + co.out + "'", dir);
         CHECK(nodev.status == 1);
         CHECK(nodev.err.find("/nonexistent/tty: cannot open") != std::string::npos);

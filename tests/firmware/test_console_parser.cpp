@@ -150,6 +150,10 @@ TEST_CASE("console parser: every bad line has a reason") {
     CHECK(error_of("load") == "load: usage: load NAME (see models)");
     CHECK(error_of("load ../../etc/passwd").find("load: model name") == 0);
     CHECK(error_of("load .hidden").find("starts with '.'") != std::string::npos);
+    CHECK(error_of("load -x").find("load: model name '-x' starts with '-'") == 0);
+    std::string stops;
+    for (int i = 0; i < 17; ++i) stops += " --stop s" + std::to_string(i);
+    CHECK(error_of("gen" + stops + " hi") == "--stop: at most 16 stop strings");  // as set stop's limit
     CHECK(error_of("info now") == "info: unexpected argument 'now'");
     CHECK(error_of("eval --split test f") == "eval: --split 'test': val | all");
     CHECK(error_of("eval").find("eval: usage") == 0);
