@@ -84,18 +84,30 @@ void Console::write(std::string_view s) {
 int Console::run() {
     try {
         std::string start = opts_.load;
+        std::string current_note;  // why DIR/current was not used, for the log
         if (start.empty()) {
             // DIR/current names the model flashed or loaded last.
             std::string cur;
-            try {
-                cur = read_text_file(opts_.models_dir + "/current", 256);
-            } catch (const Error&) {
+            const std::string current = opts_.models_dir + "/current";
+            struct stat st {};
+            if (::lstat(current.c_str(), &st) == 0) {  // there but unusable: said in the log, then no model
+                try {
+                    cur = read_text_file(current, 256);
+                    while (!cur.empty() && (cur.back() == '\n' || cur.back() == ' ')) cur.pop_back();
+                    if (const std::string bad = check_model_name(cur); !bad.empty()) {
+                        current_note = printable(current, 200) + " ignored: " + bad;
+                        cur.clear();
+                    }
+                } catch (const Error& e) {
+                    current_note = printable(current, 200) + " ignored: " + one_line(e.what());
+                    cur.clear();
+                }
             }
-            while (!cur.empty() && (cur.back() == '\n' || cur.back() == ' ')) cur.pop_back();
-            if (check_model_name(cur).empty()) start = cur;
+            start = cur;
         }
         write(banner());
         log_.log("start: models in " + printable(opts_.models_dir, 200));
+        if (!current_note.empty()) log_.log(current_note);
         if (!start.empty()) {
             try {
                 cmd_load(start, false);
@@ -340,19 +352,20 @@ void Console::cmd_models() {
         return;
     }
     std::vector<std::string> names;
+    // NAME.ember files that load could open: regular files (through a link too); a folder, a
+    // FIFO or a link to nothing of that name is no model.
+    std::vector<std::pair<std::string, long long>> models;
     while (dirent* e = ::readdir(d)) {
         const std::string n = e->d_name;
-        if (n.size() > 6 && n.compare(n.size() - 6, 6, ".ember") == 0 && check_model_name(n.substr(0, n.size() - 6)).empty())
-            names.push_back(n.substr(0, n.size() - 6));
+        if (n.size() <= 6 || n.compare(n.size() - 6, 6, ".ember") != 0 || !check_model_name(n.substr(0, n.size() - 6)).empty()) continue;
+        struct stat st {};
+        if (::stat((opts_.models_dir + "/" + n).c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
+        models.emplace_back(n.substr(0, n.size() - 6), static_cast<long long>(st.st_size));
     }
     ::closedir(d);
-    std::sort(names.begin(), names.end());
-    for (const auto& n : names) {
-        struct stat st{};
-        ::stat((opts_.models_dir + "/" + n + ".ember").c_str(), &st);
-        write((n == name_ && model_ ? "* " : "  ") + n + "  " + std::to_string(st.st_size) + " bytes\n");
-    }
-    ok(std::to_string(names.size()) + " models");
+    std::sort(models.begin(), models.end());
+    for (const auto& [n, size] : models) write((n == name_ && model_ ? "* " : "  ") + n + "  " + std::to_string(size) + " bytes\n");
+    ok(std::to_string(models.size()) + " models");
 }
 
 void Console::cmd_load(const std::string& name, bool remember) {

@@ -157,6 +157,27 @@ TEST_CASE("ember-console: a --models folder that is not there is refused at star
     }
 }
 
+TEST_CASE("ember-console: models lists only the files load could open, and an unusable DIR/current is said in the log") {
+    test::TempDir dir;
+    const std::string models = dir.file("models");
+    REQUIRE(::mkdir(models.c_str(), 0755) == 0);
+    test::write_file(models + "/good.ember", test::read_file(test::source_dir() + "/models/shakespeare_char.ember"));
+    REQUIRE(::symlink("good.ember", (models + "/link.ember").c_str()) == 0);         // a link to a model: listed
+    REQUIRE(::symlink("/nonexistent", (models + "/dangling.ember").c_str()) == 0);  // these three used to be listed too
+    REQUIRE(::mkdir((models + "/folder.ember").c_str(), 0755) == 0);
+    REQUIRE(::mkfifo((models + "/fifo.ember").c_str(), 0644) == 0);
+    test::write_file(models + "/current", "../etc\n");  // a name the console refuses: it used to be ignored without a word
+    const Run r = run("(printf 'models\\n' | " + test::program_cmd(EMBER_CONSOLE) + " --stdio --models '" + models + "')", dir);
+    CAPTURE(r.out);
+    CAPTURE(r.err);
+    CHECK(r.status == 0);
+    CHECK(r.out.find("  good  ") != std::string::npos);
+    CHECK(r.out.find("  link  ") != std::string::npos);
+    CHECK(r.out.find("OK 2 models\n") != std::string::npos);
+    CHECK(r.out.find("no model loaded") != std::string::npos);
+    CHECK(r.err.find("ember-console: " + models + "/current ignored: model name '../etc' starts with '.'") != std::string::npos);
+}
+
 TEST_CASE("ember-console: --version, a mistyped option named with the nearest, a bad --baud listing the standard rates, empty names refused") {
     test::TempDir dir;
     const std::string console = test::program_cmd(EMBER_CONSOLE) + " --models '" + dir.path() + "' ";
