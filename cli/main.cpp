@@ -70,7 +70,19 @@ void add_load_flags(CLI::App* cmd, LoadOptions& load) {
                            "read the model into anonymous memory (2 MiB aligned, huge pages advised) instead of mapping the file");
     cmd->add_flag("--mlock", load.mlock, "lock the model's memory (a failure, e.g. RLIMIT_MEMLOCK, is a warning)");
 }
+
+// rc, or 1 when standard output could not be written (a full disk, /dev/full): the command
+// fails, not only its text (--help and --version included).
+int output_written(int rc) {
+    const bool flushed = std::fflush(stdout) == 0;
+    if (rc == 0 && (!flushed || std::ferror(stdout))) {
+        std::fprintf(stderr, "ember: error: cannot write the output%s%s\n", flushed ? "" : ": ", flushed ? "" : std::strerror(errno));
+        return 1;
+    }
+    return rc;
 }
+
+}  // namespace
 
 int main(int argc, char** argv) {
     ember::report_truncated_model_files();  // a model file truncated under its mapping: said, not only "Bus error"
@@ -226,11 +238,11 @@ int main(int argc, char** argv) {
         app.parse(argc, argv);
         if (const std::string bad = unknown_argument(app); !bad.empty()) return parse_error(bad);
     } catch (const CLI::CallForHelp& e) {
-        return app.exit(e);
+        return output_written(app.exit(e));
     } catch (const CLI::CallForAllHelp& e) {
-        return app.exit(e);
+        return output_written(app.exit(e));
     } catch (const CLI::CallForVersion& e) {
-        return app.exit(e);
+        return output_written(app.exit(e));
     } catch (const CLI::ParseError& e) {
         // A mistyped option first (it may be why a required one is missing); else one line,
         // as every other error: the first line of CLI11's message.
@@ -279,12 +291,5 @@ int main(int argc, char** argv) {
         }
         return 2;
     };
-    const int rc = run();
-    // Output that could not be written (a full disk, /dev/full) fails the command, not only its text.
-    const bool flushed = std::fflush(stdout) == 0;
-    if (rc == 0 && (!flushed || std::ferror(stdout))) {
-        std::fprintf(stderr, "ember: error: cannot write the output%s%s\n", flushed ? "" : ": ", flushed ? "" : std::strerror(errno));
-        return 1;
-    }
-    return rc;
+    return output_written(run());
 }

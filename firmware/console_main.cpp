@@ -118,6 +118,14 @@ int main(int argc, char** argv) {
     app.add_option("--flash-timeout", o.flash_idle_ms, "ms without a frame before binary mode ends")->capture_default_str()->check(CLI::Range(100, 3600000));
     app.set_version_flag("--version", "ember-console 0.1.0 (ember " EMBER_VERSION_STRING ", .ember format versions 1 and 2)");
     app.allow_extras();  // a mistyped option is named with the nearest one, before anything else
+    // --help and --version to an output that cannot be written (/dev/full) fail.
+    auto written = [](int rc) {
+        if (rc == 0 && (std::fflush(stdout) != 0 || std::ferror(stdout))) {
+            std::fprintf(stderr, "ember-console: error: cannot write the output: %s\n", std::strerror(errno));
+            return 1;
+        }
+        return rc;
+    };
     auto parse_error = [](const std::string& msg) {
         std::fprintf(stderr, "ember-console: error: %s (see ember-console --help)\n", cli::plain_parse_error(msg).c_str());
         return 1;
@@ -139,9 +147,9 @@ int main(int argc, char** argv) {
         app.parse(argc, argv);
         if (const std::string bad = unknown_argument(); !bad.empty()) return parse_error(bad);
     } catch (const CLI::CallForHelp& e) {
-        return app.exit(e);
+        return written(app.exit(e));
     } catch (const CLI::CallForVersion& e) {
-        return app.exit(e);
+        return written(app.exit(e));
     } catch (const CLI::ParseError& e) {
         if (const std::string bad = unknown_argument(); !bad.empty()) return parse_error(bad);
         std::string msg = e.what();
