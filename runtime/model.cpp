@@ -326,6 +326,14 @@ void Model::verify_and_view(bool require_checksum) {
         fail(f, ": header claims a data section of ", data_size, " bytes at offset ", data_off, " but the file holds ", size_,
              " bytes (truncated?)");
     }
+    // Between the index and the data section the converter writes zeros (alignment). Neither
+    // the index nor the checksum covers them: anything else there was put by something else.
+    for (uint64_t at = fb_size + 4ull; at < data_off; ++at) {
+        if (base_[at] != 0) {
+            fail(f, ": byte ", at, " between the index (which ends at byte ", fb_size + 4ull, ") and the data section (at byte ", data_off,
+                 ") is ", static_cast<int>(base_[at]), ", not 0 (the file was changed outside ember)");
+        }
+    }
     // The converter writes nothing after the data section: bytes there were appended (a log, a
     // second copy, a transfer's junk), which the checksum would not see.
     if (data_size < size_ - data_off) {

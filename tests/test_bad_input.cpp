@@ -124,6 +124,24 @@ TEST_CASE("bad input: an .ember with bytes appended after its data section, or a
         e.set<uint64_t>(e.model(), fb::Model::VT_DATA_SIZE, e.model()->data_size() - 64);
         refused(dir, e.bytes, "64 bytes follow the data section");
     }
+    // The padding between the index and the data section (zeros; covered by neither the index
+    // nor the checksum) must stay zeros: a byte changed there used to load.
+    int padded = 0;
+    for (const bool bpe : {false, true}) {
+        const std::string file = good_file(dir, bpe);
+        uint32_t fb_size = 0;
+        std::memcpy(&fb_size, file.data(), 4);
+        const uint64_t index_end = fb_size + 4ull, data_off = Edit{file}.model()->data_offset();
+        if (data_off == index_end) continue;
+        ++padded;
+        for (const uint64_t at : {index_end, data_off - 1}) {
+            std::string bad = file;
+            bad[at] = 'x';
+            refused(dir, bad, "byte " + std::to_string(at) + " between the index (which ends at byte " + std::to_string(index_end) +
+                                  ") and the data section (at byte " + std::to_string(data_off) + ") is 120, not 0");
+        }
+    }
+    CHECK(padded > 0);
     // The converter refuses a scale outside [1.2e-38, 1000] (q.k x 1e38 overflows f32); so does the loader.
     for (const float scale : {3e38f, 1001.0f, 1e-45f, 0.0f, -0.5f, std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity()}) {
         CAPTURE(scale);
