@@ -31,6 +31,8 @@ one() {
 median() { sort -n | awk '{a[NR] = $1} END {print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2}'; }
 
 grep -m1 '^model name' /proc/cpuinfo | sed 's/^model name[[:space:]]*: /- machine: /'
+echo "- SIMD flags: $(grep -m1 -E '^(flags|Features)' /proc/cpuinfo | tr ' ' '\n' | grep -E '^(avx|avx2|fma|f16c|avx512f|avx512bw|avx512_vnni|avx_vnni|asimd|asimddp|i8mm)$' | tr '\n' ' ')"
+echo "- transparent huge pages: $(cat /sys/kernel/mm/transparent_hugepage/enabled 2>/dev/null || echo unknown); kernel $(uname -r)"
 echo "- $(nproc) CPUs; load average $(cut -d' ' -f1-3 /proc/loadavg) at the start; $runs runs of each build per model, alternated"
 echo "- this: $this ($("$this" --version)); peer: $peer ($("$peer" --version))"
 echo
