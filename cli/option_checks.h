@@ -44,8 +44,10 @@ CLI::Option* add_parsed_option(CLI::App* app, const std::string& names, T& v, co
     CLI::Option* o = app->add_option(
         names,
         [&v, label, parse](const CLI::results_t& values) {
-            const std::string bad = parse(values.back(), label, v);
+            T parsed{};
+            const std::string bad = parse(values.back(), label, parsed);
             if (!bad.empty()) throw CLI::ValidationError(bad);
+            v = parsed;
             return true;
         },
         help);
@@ -60,22 +62,12 @@ CLI::Option* add_parsed_option(CLI::App* app, const std::string& names, T& v, co
 
 // A float option parsed by parse_float: finite, within a float's range, decimal.
 inline CLI::Option* add_float_option(CLI::App* app, const std::string& names, float& v, const std::string& help) {
-    return detail::add_parsed_option(app, names, v, "FLOAT", help, [](const std::string& s, const std::string& what, float& out) {
-        float parsed = 0.0f;
-        std::string bad = parse_float(s, what, parsed);
-        if (bad.empty()) out = parsed;
-        return bad;
-    });
+    return detail::add_parsed_option(app, names, v, "FLOAT", help, parse_float);
 }
 
 // A uint64 option parsed by parse_u64: digits only, 0 .. 2^64-1 (no sign, no clamping).
 inline CLI::Option* add_u64_option(CLI::App* app, const std::string& names, uint64_t& v, const std::string& help) {
-    return detail::add_parsed_option(app, names, v, "UINT", help, [](const std::string& s, const std::string& what, uint64_t& out) {
-        uint64_t parsed = 0;
-        std::string bad = parse_u64(s, what, parsed);
-        if (bad.empty()) out = parsed;
-        return bad;
-    });
+    return detail::add_parsed_option(app, names, v, "UINT", help, parse_u64);
 }
 
 // An integer option in [lo, hi] parsed by parse_int: decimal ("--steps needs a value" for "").
@@ -85,7 +77,7 @@ CLI::Option* add_int_option(CLI::App* app, const std::string& names, Int& v, lon
     return detail::add_parsed_option(app, names, v, type, help, [lo, hi](const std::string& s, const std::string& what, Int& out) {
         long long parsed = 0;
         std::string bad = parse_int(s, what, lo, hi, parsed);
-        if (bad.empty()) out = static_cast<Int>(parsed);
+        out = static_cast<Int>(parsed);
         return bad;
     });
 }
