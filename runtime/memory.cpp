@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 #include <fstream>
 #include <utility>
@@ -66,6 +67,10 @@ bool populate(uint8_t* p, size_t len) {
 
 void* map_anonymous(size_t size, size_t* len) {
     const size_t page = page_size();
+    if (size > SIZE_MAX - page - kHugePage) {  // no rounding up past SIZE_MAX
+        errno = ENOMEM;
+        return MAP_FAILED;
+    }
     *len = size == 0 ? page : (size + page - 1) / page * page;
     const size_t over = *len + kHugePage;
     void* p = mmap(nullptr, over, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);

@@ -434,4 +434,7 @@ TEST_CASE("ResidentMemory: zero-filled, 2 MiB-aligned, every page resident at on
     // More than any machine has: the mapping is refused, and the message says what it was for.
     CHECK_THROWS_WITH_AS(ResidentMemory(size_t{1} << 62, "the test arena"),
                          doctest::Contains("cannot allocate the test arena: 4611686018427387904 bytes ("), Error);
+    // A size that rounding up to the page and the 2 MiB alignment would wrap past SIZE_MAX.
+    CHECK_THROWS_WITH_AS(ResidentMemory(SIZE_MAX - 100, "the test arena"),
+                         doctest::Contains("bytes (mmap: Cannot allocate memory)"), Error);
 }
