@@ -297,6 +297,24 @@ TEST_CASE("thread pool runs on the caller alone while its worker is slower than 
     CHECK(pool.solo_dispatches() == 13);
 }
 
+TEST_CASE("thread pool counts the dispatches its worker had no part in: dispatching that costs more than the tasks sends it to the caller alone") {
+    ThreadPool pool(2);
+    pool.set_idle_clock(&never_idle);  // no retry within this test
+    pool.set_window(8, 0);
+    // Tasks of a few nanoseconds, a millisecond apart: the worker has gone to sleep (it spins
+    // about half a millisecond) and the caller runs both tasks before it wakes. Each dispatch
+    // paid for publishing and waking and gained nothing, which is what a worker too far away
+    // to claim a task in time costs (on some VMs a cache line takes microseconds between
+    // vCPUs). A pool that measured only the dispatches its worker took part in never went solo.
+    std::atomic<int> ran{0};
+    for (int i = 0; i < 200 && pool.solo_dispatches() == 0; ++i) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        pool.run(2, [&](int, int) { ran.fetch_add(1); });
+    }
+    CHECK(pool.solo_dispatches() == 1);
+    CHECK(ran.load() == 2 * static_cast<int>(pool.dispatches()));
+}
+
 TEST_CASE("thread pool retries its workers after a back-off only if the CPUs were idle during it") {
     using std::chrono::milliseconds;
     ThreadPool pool(2);

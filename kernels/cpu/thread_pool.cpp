@@ -64,14 +64,20 @@ int ThreadPool::default_threads() {
 
 // Claims and runs tasks of `generation` until none is left or another generation began;
 // returns how many this thread ran (counted once into done_tasks_: one contended add).
-int ThreadPool::drain(uint32_t generation, int thread) {
+int ThreadPool::drain(uint32_t generation, int thread, int64_t* task_ns) {
     int ran = 0;
     uint64_t t = ticket_.load(std::memory_order_acquire);
     for (;;) {
         if (gen_of(t) != generation || next_of(t) >= count_of(t)) break;
         if (!ticket_.compare_exchange_weak(t, t + 1, std::memory_order_acq_rel, std::memory_order_acquire)) continue;
         // Claimed: the dispatcher of `generation` waits for this task, so fn_ and ctx_ hold.
-        fn_(ctx_, next_of(t), thread);
+        if (task_ns) {
+            const int64_t t0 = now_ns();
+            fn_(ctx_, next_of(t), thread);
+            *task_ns += now_ns() - t0;
+        } else {
+            fn_(ctx_, next_of(t), thread);
+        }
         ++ran;
         t = ticket_.load(std::memory_order_acquire);
     }
@@ -106,7 +112,7 @@ bool ThreadPool::solo_now() {
     return true;
 }
 
-// After kWindow measured dispatches: if they took longer than the caller alone would have,
+// After a window of measured dispatches: if they took longer than the caller alone would have,
 // run on the caller alone for the back-off (doubled for the next failure), else reset it.
 void ThreadPool::judge_window() {
     if (window_took_ns_ > window_alone_ns_) {
@@ -135,17 +141,19 @@ void ThreadPool::dispatch(int n_tasks, TaskFn fn, void* ctx) {
         std::lock_guard<std::mutex> lock(mutex_);
         wake_.notify_all();
     }
-    const int own = drain(generation_, 0);
-    const int64_t t1 = now_ns();
+    int64_t own_ns = 0;
+    const int own = drain(generation_, 0, &own_ns);
     while (done_tasks_.load(std::memory_order_acquire) < n_tasks) EMBER_CPU_RELAX();
-    const int64_t t2 = now_ns();
-    // The workers ran it all: no rate of the caller's to compare with. The caller ran it all
-    // (a worker still waking, or descheduled while idle): the caller alone, nothing learnt of
-    // the workers; counted, its few nanoseconds of waiting failed windows after a back-off.
-    if (own == 0 || own == n_tasks) return;
-    window_took_ns_ += t2 - t0;
-    window_alone_ns_ += (t1 - t0) * n_tasks / own;
-    if (++window_n_ >= kWindow && window_took_ns_ >= kWindowNs) judge_window();
+    const int64_t t1 = now_ns();
+    // The workers ran it all: no rate of the caller's to compare with. Else the caller alone
+    // would have taken its tasks' time * n_tasks / own, without the publishing, waking,
+    // claiming and waiting that the dispatch took. A dispatch the caller ran all of (a worker
+    // still waking, or too far away to claim a task in time) counts too: it paid for the
+    // workers and got nothing from them.
+    if (own == 0) return;
+    window_took_ns_ += t1 - t0;
+    window_alone_ns_ += own_ns * n_tasks / own;
+    if (++window_n_ >= window_dispatches_ && window_took_ns_ >= window_ns_) judge_window();
 }
 
 double ThreadPool::proc_stat_idle_seconds() {

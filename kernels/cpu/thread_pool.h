@@ -10,12 +10,15 @@
 // machine cannot stall a dispatch on a descheduled idle worker).
 //
 // A worker descheduled while it runs a task still stalls the caller until the OS runs it
-// again (milliseconds when another process holds the core). So the caller times each
-// dispatch: the time it took against the time the caller alone would have taken at the rate
-// it ran its own tasks (its time * n_tasks / its tasks); a dispatch the caller ran alone (the
-// workers still waking) tells nothing of them and is not counted. When a window (kWindow
-// dispatches and kWindowNs at least, below) took longer than the caller alone would have, the
-// pool runs every task on the caller
+// again (milliseconds when another process holds the core), and where the cores are far
+// apart (a VM whose vCPUs exchange a cache line in 1 to 4 us, as this project's 2-vCPU EPYC
+// at times) publishing, claiming and waiting can cost more than the tasks. So the caller
+// times each dispatch: the time it took, all of it, against the time the caller alone would
+// have taken at the rate it ran its own tasks (their run time, claims excluded, * n_tasks /
+// its tasks). A dispatch the caller ran all of counts too (the workers cost it the publishing
+// and gave nothing); one the workers ran all of gives no rate and is not counted. When a
+// window (kWindow dispatches and kWindowNs at least, below) took longer than the
+// caller alone would have, the pool runs every task on the caller
 // (workers sleep) for a back-off of 20 ms, doubled on each failed or skipped retry up to
 // 640 ms, then tries the workers again, but only if the CPUs it may run on were idle, during
 // the back-off, for at least half a core per worker (the idle clock below: /proc/stat); else it
@@ -110,12 +113,17 @@ public:
     // Dispatches since construction that had more than one task (the ones the workers may take).
     long dispatches() const { return dispatches_; }
 
-    // A measuring window: at least kWindow dispatches that the workers took part in, and at
-    // least kWindowNs of their time, longer than a scheduler's slice (a few ms), so that one
-    // stall of a worker (an interrupt, the hypervisor) weighs against the gain of the
-    // dispatches around it; and the back-off bounds in nanoseconds.
+    // A measuring window: at least kWindow measured dispatches, and at least kWindowNs of
+    // their time, longer than a scheduler's slice (a few ms), so that one stall of a worker
+    // (an interrupt, the hypervisor) weighs against the gain of the dispatches around it; and
+    // the back-off bounds in nanoseconds.
     static constexpr int kWindow = 32;
     static constexpr int64_t kWindowNs = 16'000'000;
+    // Tests: a shorter window (at least `dispatches` measured dispatches and `ns` of them).
+    void set_window(int dispatches, int64_t ns) {
+        window_dispatches_ = dispatches;
+        window_ns_ = ns;
+    }
     static constexpr int64_t kMinBackoffNs = 20'000'000;
     static constexpr int64_t kMaxBackoffNs = 640'000'000;
 
@@ -145,7 +153,8 @@ private:
     using TaskFn = void (*)(void*, int, int);
     void dispatch(int n_tasks, TaskFn fn, void* ctx);
     void work_loop(int thread);
-    int drain(uint32_t generation, int thread);
+    // task_ns (the caller's): adds the time its tasks ran, claiming excluded.
+    int drain(uint32_t generation, int thread, int64_t* task_ns = nullptr);
     void run_solo(int n_tasks, TaskFn fn, void* ctx);
     // Whether this dispatch runs on the caller alone (a back-off; counted as solo), ending or
     // extending the back-off when it is over (the idle check).
@@ -167,6 +176,8 @@ private:
     int64_t window_took_ns_ = 0;   // sum over the window of each dispatch's time
     int64_t window_alone_ns_ = 0;  // sum of the caller-alone estimates
     int window_n_ = 0;
+    int window_dispatches_ = kWindow;
+    int64_t window_ns_ = kWindowNs;
     int64_t solo_until_ns_ = 0;  // > 0: run on the caller alone until this steady_clock time
     int64_t backoff_ns_ = kMinBackoffNs;
     IdleClock idle_clock_ = &ThreadPool::proc_stat_idle_seconds;
