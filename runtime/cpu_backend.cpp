@@ -1,6 +1,7 @@
 #include "runtime/cpu_backend.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -109,6 +110,18 @@ HostScratch CpuBackend::host_scratch() {
 const float* CpuBackend::forward(const int* ids, int T, int pos0, int row0, int n_keys0, bool all_rows) {
     const ModelConfig& c = model_.config();
     check_forward_span("cpu", T, pos0, row0, n_keys0, all_rows, c.block_size, plan_.logit_rows);
+    if (T == 1 && pool_.size() > 1) {
+        // A decode step: on the pool or on this thread alone, whichever choice_ measured faster.
+        struct Reset {
+            kernels::ThreadPool& pool;
+            ~Reset() { pool.set_caller_only(false); }  // also when the step throws
+        } reset{pool_};
+        pool_.set_caller_only(choice_.alone_next());
+        const auto t0 = std::chrono::steady_clock::now();
+        const float* logits = forward_pass(ids, T, pos0, row0, n_keys0, all_rows, 0);
+        choice_.record(std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count());
+        return logits;
+    }
     if (T <= plan_.rows) return forward_pass(ids, T, pos0, row0, n_keys0, all_rows, 0);
     // More rows than a pass holds (all_rows never: its plan holds block_size): passes of
     // near-equal length, each writing its K and V rows before the next attends to them. Query t

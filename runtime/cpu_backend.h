@@ -10,6 +10,7 @@
 #include <string>
 
 #include "kernels/cpu/linear.h"
+#include "kernels/cpu/thread_choice.h"
 #include "kernels/cpu/thread_pool.h"
 #include "runtime/backend.h"
 #include "runtime/adapter.h"
@@ -94,6 +95,7 @@ private:
     SessionOptions opts_;
     MemoryPlan plan_;
     kernels::ThreadPool pool_;
+    kernels::ThreadChoice choice_;  // decode steps: the pool or this thread alone
     ResidentMemory own_arena_;    // the arena, unless the caller gave one (SessionOptions::arena)
     uint8_t* arena_ = nullptr;
     int tap_layer_ = -1;          // set_qkv_tap

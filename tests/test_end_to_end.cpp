@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "converter/convert.h"
+#include "kernels/cpu/thread_choice.h"
 #include "runtime/cpu_backend.h"
 #include "runtime/error.h"
 #include "runtime/eval.h"
@@ -158,6 +159,38 @@ TEST_CASE("prefill in passes of prefill_rows rows: PyTorch's last-row logits and
     CHECK(plan_memory(m, 2, false, 0, KvDType::F32, S + 100).rows == S);  // capped at block_size
     CHECK(plan_memory(m, 2, true, 0, KvDType::F32, 3).rows == S);         // eval's [S, V] logits: whole windows
     CHECK_THROWS_WITH_AS(plan_memory(m, 2, false, 0, KvDType::F32, -1), "prefill rows -1 must be >= 0 (0 = block_size)", Error);
+}
+
+TEST_CASE("decode steps on the caller alone or on the pool (ThreadChoice's probes) give a 1-thread session's logits, bit for bit") {
+    // A 2-thread session runs its first decode steps alternately on the pool and on the caller
+    // alone (thread_choice.h). Rows and heads are split between threads, never a sum, so every
+    // logit equals the 1-thread session's.
+    const auto ex = test::load_json(fixture("gptpy/expected.json"));
+    auto c = convert_fixture(fixture("gptpy/model.pt"), "vocab", fixture("gptpy/vocab.txt"), convert::WeightDType::Int8);
+    const Model& m = *c->model;
+    const int V = m.config().vocab_size;
+    SessionOptions one, two;
+    one.threads = 1;
+    two.threads = 2;
+    Session s1(m, one), s2(m, two);
+    const auto ids = ids_of(ex["ids"]);
+    s1.append(ids.data(), 1);
+    s2.append(ids.data(), 1);
+    const Backend::DispatchCounts before = s2.backend().dispatch_counts();
+    const int steps = 2 * kernels::ThreadChoice::kPairs + 1;  // one probe
+    int mismatches = 0;
+    for (int t = 1; t <= steps; ++t) {
+        const int id = ids[static_cast<size_t>(t) % ids.size()];
+        s1.append(&id, 1);
+        s2.append(&id, 1);
+        for (int v = 0; v < V; ++v) mismatches += s1.logits()[v] != s2.logits()[v];
+    }
+    CHECK(mismatches == 0);
+    // The probe's steps alone ran every dispatch on the caller: at least kPairs steps' worth.
+    const Backend::DispatchCounts after = s2.backend().dispatch_counts();
+    const long per_step = (after.dispatches - before.dispatches) / steps;
+    CHECK(per_step > 0);
+    CHECK(after.solo - before.solo >= kernels::ThreadChoice::kPairs * per_step);
 }
 
 TEST_CASE("gpt.py with _orig_mod. prefixes and as safetensors give the same results") {

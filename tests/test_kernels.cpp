@@ -16,6 +16,7 @@
 #include "kernels/cpu/half.h"
 #include "kernels/cpu/layernorm.h"
 #include "kernels/cpu/linear.h"
+#include "kernels/cpu/thread_choice.h"
 #include "kernel_test_util.h"
 #include "runtime/error.h"
 
@@ -313,6 +314,52 @@ TEST_CASE("thread pool counts the dispatches its worker had no part in: dispatch
     }
     CHECK(pool.solo_dispatches() == 1);
     CHECK(ran.load() == 2 * static_cast<int>(pool.dispatches()));
+}
+
+TEST_CASE("ThreadChoice: probes alone against the pool, keeps the faster, and probes less often while the same one wins clearly") {
+    ThreadChoice c;
+    // One probe: a pool step to wake the workers (not counted), then alone and pool in turn.
+    auto probe = [&c](int64_t alone_ns, int64_t pool_ns) {
+        REQUIRE(c.steps_to_probe() == 0);
+        CHECK_FALSE(c.alone_next());
+        c.record(1'000'000);  // the warm-up step: its time does not count
+        for (int i = 0; i < ThreadChoice::kPairs; ++i) {
+            CHECK(c.alone_next());
+            c.record(alone_ns);
+            CHECK_FALSE(c.alone_next());
+            c.record(pool_ns);
+        }
+    };
+    // Between probes, every step takes the choice; after steps_to_probe() of them, a probe.
+    auto steps_between = [&c](bool alone) {
+        const int64_t n = c.steps_to_probe();
+        for (int64_t i = 0; i < n; ++i) {
+            REQUIRE(c.alone_next() == alone);
+            c.record(1000);
+        }
+        return n;
+    };
+    CHECK(c.steps_to_probe() == 0);  // the session's first decode step starts a probe
+    probe(1000, 2000);               // alone twice as fast: alone, next probe after 4 * kMinPeriod
+    CHECK(c.alone());
+    CHECK(c.probes() == 1);
+    CHECK(steps_between(true) == 4 * ThreadChoice::kMinPeriod);
+    probe(1000, 2000);               // the same winner, clearly: 4x as long
+    CHECK(steps_between(true) == 16 * ThreadChoice::kMinPeriod);
+    probe(1000, 2000);
+    CHECK(steps_between(true) == ThreadChoice::kMaxPeriod);
+    probe(1000, 2000);
+    CHECK(steps_between(true) == ThreadChoice::kMaxPeriod);  // at most kMaxPeriod
+    probe(3000, 1000);               // the pool wins clearly now: back to 4 * kMinPeriod
+    CHECK_FALSE(c.alone());
+    CHECK(steps_between(false) == 4 * ThreadChoice::kMinPeriod);
+    probe(1100, 1000);               // within kClear: the faster (the pool), and a probe soon
+    CHECK_FALSE(c.alone());
+    CHECK(steps_between(false) == ThreadChoice::kMinPeriod);
+    probe(1000, 1100);               // within kClear the other way: alone, soon again
+    CHECK(c.alone());
+    CHECK(steps_between(true) == ThreadChoice::kMinPeriod);
+    CHECK(c.probes() == 7);
 }
 
 TEST_CASE("thread pool retries its workers after a back-off only if the CPUs were idle during it") {

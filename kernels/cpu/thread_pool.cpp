@@ -90,6 +90,10 @@ void ThreadPool::run_solo(int n_tasks, TaskFn fn, void* ctx) {
 }
 
 bool ThreadPool::solo_now() {
+    if (caller_only_) {
+        ++solo_dispatches_;
+        return true;
+    }
     if (solo_until_ns_ == 0) return false;
     const int64_t now = now_ns();
     if (now >= solo_until_ns_) {

@@ -107,8 +107,13 @@ public:
         });
     }
 
+    // While set, every dispatch runs on the caller alone, counted as solo (the caller measured
+    // its steps faster alone: ThreadChoice, thread_choice.h); the pool's own windows pause.
+    void set_caller_only(bool on) { caller_only_ = on; }
+
     // Dispatches since construction that ran on the caller alone because the workers were
-    // measured slower than no workers (see the top of this file); for tests and benchmarks.
+    // measured slower than no workers (see the top of this file, and set_caller_only); for
+    // tests and benchmarks.
     long solo_dispatches() const { return solo_dispatches_; }
     // Dispatches since construction that had more than one task (the ones the workers may take).
     long dispatches() const { return dispatches_; }
@@ -187,6 +192,7 @@ private:
     int skips_in_a_row_ = 0;
     long solo_dispatches_ = 0;
     long dispatches_ = 0;
+    bool caller_only_ = false;
 };
 
 }  // namespace ember::kernels
