@@ -1,5 +1,7 @@
 #include "cli/attn_cmd.h"
 
+#include <sys/stat.h>
+
 #include <nlohmann/json.hpp>
 
 #include <cstdio>
@@ -13,6 +15,7 @@
 #include "runtime/error.h"
 #include "runtime/paths.h"
 #include "runtime/tokenizer.h"
+#include "runtime/utf8.h"
 
 namespace ember::cli {
 
@@ -46,7 +49,14 @@ std::vector<std::vector<float>> matrix(const AttentionWeights& w, int h) {
 
 int cmd_attn(const AttnArgs& a) {
     // The picture replaces FILE: never the model or the adapter it reads.
-    if (!a.png.empty()) check_output_not_input(a.png, {{"model", a.model}, {"adapter", a.adapter}}, "--png");
+    if (!a.png.empty()) {
+        check_output_not_input(a.png, {{"model", a.model}, {"adapter", a.adapter}}, "--png");
+        // Before any work: a folder, or a new file in a missing or read-only folder, is refused
+        // as -o is. A device or a FIFO that exists is written in place (write_attention_png).
+        struct stat st {};
+        if (::stat(a.png.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) fail("--png ", printable(a.png, 200), " is a folder: choose a file");
+        if (::stat(a.png.c_str(), &st) != 0) output_target(a.png, "--png");
+    }
     auto model = Model::open(a.model, a.load);
     const ModelConfig& c = model->config();
     if (a.head >= c.n_head) fail("attention: head ", a.head, " is outside [0, ", c.n_head, ") (n_head ", c.n_head, ")");

@@ -34,6 +34,7 @@ public:
 //   "--threads: Failed parsing two as a INT"        -> "--threads: 'two' is not an integer"
 //   "--runs: Value 0 not in range 1 to 1000"        -> "--runs 0 not in 1..1000"
 //   "--seq: At Most 1 required but received 2"      -> "--seq given 2 times: give it once"
+//   "A subcommand is required"                       -> "a subcommand is required"
 // Any other message is returned as it is.
 inline std::string plain_parse_error(const std::string& msg) {
     static const std::regex failed(R"(^(\S+): Failed parsing (.*) as a (INT|UINT|FLOAT|NUMBER)$)");
@@ -44,6 +45,7 @@ inline std::string plain_parse_error(const std::string& msg) {
         return m[1].str() + ": '" + m[2].str() + "' is not " + (m[3] == "FLOAT" || m[3] == "NUMBER" ? "a number" : "an integer");
     if (std::regex_match(msg, m, range)) return m[1].str() + " " + m[2].str() + " not in " + m[3].str() + ".." + m[4].str();
     if (std::regex_match(msg, m, at_most)) return m[1].str() + " given " + m[2].str() + " times: give it once";
+    if (msg == "A subcommand is required") return "a subcommand is required";
     return msg;
 }
 

@@ -120,7 +120,7 @@ int main(int argc, char** argv) {
 
     std::string info_model;
     auto* i = app.add_subcommand("info", "print a model's configuration, tokenizer, tensors, checksum");
-    i->add_option("model,-m,--model", info_model, ".ember file (as the other subcommands, -m MODEL is taken too)")->required();
+    i->add_option("model,-m,--model", info_model, ".ember file, given once: as MODEL or as -m MODEL (as the other subcommands take it)")->required();
     int info_threads = 0;
     i->add_option("--threads", info_threads, "threads the arena is planned for (0 = all cores)")->capture_default_str()->check(CLI::TypeValidator<int>(""))->check(CLI::Range(0, 256));
     bool info_json = false;
@@ -211,7 +211,7 @@ int main(int argc, char** argv) {
 
     cli::FlashArgs fl;
     auto* f = app.add_subcommand("flash", "send a model to ember-console over a serial line");
-    f->add_option("model,-m,--model", fl.model, ".ember file (as the other subcommands, -m MODEL is taken too)")->required();
+    f->add_option("model,-m,--model", fl.model, ".ember file, given once: as MODEL or as -m MODEL (as the other subcommands take it)")->required();
     f->add_option("--port", fl.port, "serial device, e.g. /dev/ttyUSB0")->required();
     f->add_option("--baud", fl.baud, "line rate (a standard rate up to 4000000)")->capture_default_str()->check(CLI::Range(50, 4000000));
     f->add_flag("--rtscts", fl.rtscts, "RTS/CTS hardware flow control");

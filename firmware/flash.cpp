@@ -414,6 +414,7 @@ SendResult send_file(int in_fd, int out_fd, const std::string& bytes, const std:
     Frame ans;
     uint64_t acked = 0;
     const std::string enter = opts.enter_flash_mode ? kEnterFlashMode : "";
+    bool answered = false;  // the device accepted an offer: it holds `acked` bytes
     for (int offer = 0; offer <= opts.reoffers; ++offer) {
         std::vector<uint8_t> p;
         put_u64(p, bytes.size());
@@ -425,6 +426,7 @@ SendResult send_file(int in_fd, int out_fd, const std::string& bytes, const std:
             link.send(make(FrameType::Bye, seq++));
             throw FlashError(FlashError::Refused, "the device refused the offer: " + text_of(ans.payload, 1), acked);
         }
+        answered = true;
         PayloadReader r(ans.payload);
         uint64_t offset = r.u64("resume offset");
         const uint16_t dev_chunk = r.u16("chunk");
@@ -481,10 +483,14 @@ SendResult send_file(int in_fd, int out_fd, const std::string& bytes, const std:
         }
         if (!lost) break;
     }
+    const std::string tries = "no answer from the device after " + std::to_string(opts.retries) + " tries of " + std::to_string(opts.timeout_ms) + " ms";
+    if (!answered) {
+        throw FlashError(FlashError::LinkLost,
+                         tries + " to its offer: nothing was sent; is ember-console running on the other end of the line, at the same baud rate?",
+                         acked);
+    }
     throw FlashError(FlashError::LinkLost,
-                     "no answer from the device after " + std::to_string(opts.retries) + " tries of " + std::to_string(opts.timeout_ms) +
-                         " ms; it holds " + std::to_string(acked) + " of " + std::to_string(bytes.size()) +
-                         " bytes: run the same command again to resume",
+                     tries + "; it holds " + std::to_string(acked) + " of " + std::to_string(bytes.size()) + " bytes: run the same command again to resume",
                      acked);
 }
 

@@ -1,5 +1,7 @@
 #include "runtime/finetune.h"
 
+#include <sys/stat.h>
+
 #include <xxhash.h>
 
 #include <algorithm>
@@ -395,7 +397,11 @@ namespace {
 
 // What out_path holds after a divergence: the last adapter this run wrote, or what it held.
 std::string kept_text(const std::string& out_path, int64_t saved_step, double saved_val) {
-    if (saved_step < 0) return printable(out_path, 200) + " is as it was before this run (no checkpoint of it was written)";
+    if (saved_step < 0) {
+        struct stat st;  // this run wrote nothing there: a file now was there before
+        if (stat(out_path.c_str(), &st) != 0) return printable(out_path, 200) + " was not created (no checkpoint of it was written)";
+        return printable(out_path, 200) + " is as it was before this run (no checkpoint of it was written)";
+    }
     return printable(out_path, 200) + " keeps the adapter of step " + std::to_string(saved_step) +
            (std::isfinite(saved_val) ? " (val loss " + std::to_string(saved_val) + ")" : std::string());
 }

@@ -10,7 +10,12 @@ ember=build/cli/ember
 [[ -x $ember ]] || { echo "attn_heatmap.sh: $ember is missing: run scripts/build.sh first" >&2; exit 1; }
 mkdir -p build/models docs
 model=build/models/shakespeare_char_f32.ember
-[[ -f $model ]] || $ember convert models/shakespeare_char.pt --vocab-text models/shakespeare_char.vocab.txt --dtype f32 -o "$model" >/dev/null
+# The converter's report and its note on the attention scale are not this script's output;
+# on failure its messages are shown.
+if [[ ! -f $model ]]; then
+  log=$($ember convert models/shakespeare_char.pt --vocab-text models/shakespeare_char.vocab.txt --dtype f32 -o "$model" 2>&1) ||
+    { echo "$log" >&2; exit 1; }
+fi
 # The first 41 characters of ../shared/data/tinyshakespeare.txt.
 prompt=$'First Citizen:\nBefore we proceed any further'
 prompt="${prompt:0:41}"

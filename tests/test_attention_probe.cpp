@@ -253,7 +253,8 @@ TEST_CASE("ember attn: --json equals the probe, text, --png a grid of heads, ref
     test::check_refused(test::ember_cli(base + " --head 4", dir), "head 4 is outside [0, 4)");
     test::check_refused(test::ember_cli("attn -m " + test::q(c->path) + " -p " + test::q(prompt + "x"), dir),
                         "the prompt is 17 tokens, more than block_size 16");
-    test::check_refused(test::ember_cli(base + " --png /nonexistent/dir/x.png", dir), "cannot write /nonexistent/dir/x.png");
+    test::check_refused(test::ember_cli(base + " --png /nonexistent/dir/x.png", dir),
+                        "--png /nonexistent/dir/x.png: the folder /nonexistent/dir does not exist");
 }
 
 TEST_CASE("ember attn --png: never writes over the model, never removes what it cannot write, replaces a picture whole") {
@@ -266,7 +267,7 @@ TEST_CASE("ember attn --png: never writes over the model, never removes what it 
     test::check_refused(test::ember_cli(base + " --png " + test::q(c->dir.path() + "/./m.ember"), dir), "is the model (an input)");
     CHECK(test::read_file(c->path) == model_bytes);
     test::check_refused(test::ember_cli(base + " --png ''", dir), "--png: needs a file name");
-    test::check_refused(test::ember_cli(base + " --png " + test::q(dir.path()), dir), "is a directory");
+    test::check_refused(test::ember_cli(base + " --png " + test::q(dir.path()), dir), "--png " + dir.path() + " is a folder: choose a file");
 
     // A FIFO no one reads: an error at once, not a wait, and the FIFO stays (never removed).
     const std::string fifo = dir.file("fifo");

@@ -220,6 +220,7 @@ TEST_CASE("ember: bad option values give one line and exit 1") {
     // CLI11's range and repetition messages, in the words of ember's own parsers.
     check_refused(ember_cli("bench -m x.ember --runs 0", dir), "--runs 0 not in 1..1000");
     check_refused(ember_cli("generate -m x.ember -m y.ember", dir), "--model given 2 times: give it once");
+    check_refused(ember_cli("", dir), "ember: error: a subcommand is required (see ember --help)");
     check_refused(ember_cli("flash --port /dev/null --name '' x.ember", dir), "--name: needs a name");
     check_refused(ember_cli("finetune -m x.ember --merge --adapter a.emba --steps 5 -o y.ember", dir),
                   "--merge folds an existing adapter; it takes no --steps (an option of training)");  // it used to ignore them

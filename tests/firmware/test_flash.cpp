@@ -203,6 +203,21 @@ TEST_CASE("flash: a link cut mid-transfer fails cleanly, and the next run resume
     relay.stop();
 }
 
+TEST_CASE("flash: a line where no device answers says that nothing was sent, not how much the device holds") {
+    Setup s;
+    SocketPair host;  // nothing reads the other end
+    try {
+        send_file(host.fd[0], host.fd[0], s.new_bytes, "default", quick_sender());
+        FAIL("the transfer should not succeed with no device");
+    } catch (const FlashError& e) {
+        CHECK(e.kind == FlashError::LinkLost);
+        CHECK(e.acked == 0);
+        const std::string what = e.what();
+        CHECK(what.find("to its offer: nothing was sent; is ember-console running on the other end of the line") != std::string::npos);
+        CHECK(what.find("it holds") == std::string::npos);  // it used to say "it holds 0 of N bytes"
+    }
+}
+
 TEST_CASE("flash: files that are not valid .ember models are refused and the old model stays") {
     Setup s;
     SocketPair line;
