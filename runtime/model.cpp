@@ -334,8 +334,11 @@ void Model::verify_and_view(bool require_checksum) {
                  ") is ", static_cast<int>(base_[at]), ", not 0 (the file was changed outside ember)");
         }
     }
-    // The converter writes nothing after the data section: bytes there were appended (a log, a
-    // second copy, a transfer's junk), which the checksum would not see.
+    // The converter writes nothing after the data section: bytes there were appended to the file
+    // (a log, a second copy, a transfer's junk), which the checksum would not see. Bytes in
+    // memory (open_memory) may run past the model, as a flash partition does: they are not
+    // part of it, and the model's size is where its data section ends.
+    if (!mapped_ && data_size < size_ - data_off) size_ = data_off + data_size;
     if (data_size < size_ - data_off) {
         fail(f, ": ", size_ - data_off - data_size, " bytes follow the data section, which ends at byte ", data_off + data_size,
              " (something was appended to the file)");
