@@ -231,9 +231,26 @@ bool Console::poll_interrupt() {
     if (const size_t c = chunk.find('\x03'); c != std::string_view::npos) {
         inbox_.assign(chunk.substr(c + 1));  // what came before the Ctrl-C is used up with it
         inbox_pos_ = 0;
+        drop_to_eol_ = false;
         return true;
     }
-    // Type-ahead is kept up to kMaxTypeAhead bytes; the rest is dropped (and reported).
+    keep_type_ahead(chunk);
+    return false;
+}
+
+// Type-ahead is kept up to kMaxTypeAhead bytes; the rest is dropped (and reported), and with it
+// the whole of any line the cut falls in: what was kept of it, and what comes after up to its
+// end of line (drop_to_eol_), so that a cut line never runs as a shorter command ("set
+// temperature 0.5" as "set temperature 0"), as a line too long is refused whole.
+void Console::keep_type_ahead(std::string_view chunk) {
+    auto is_eol = [](char ch) { return ch == '\n' || ch == '\r'; };
+    if (drop_to_eol_) {
+        const size_t e = chunk.find_first_of("\r\n");
+        const size_t n = e == std::string_view::npos ? chunk.size() : e + 1;
+        dropped_ += n;
+        chunk.remove_prefix(n);
+        drop_to_eol_ = e == std::string_view::npos;
+    }
     if (inbox_pos_ > 0 && inbox_pos_ >= inbox_.size() / 2) {
         inbox_.erase(0, inbox_pos_);
         inbox_pos_ = 0;
@@ -241,8 +258,14 @@ bool Console::poll_interrupt() {
     const size_t held = inbox_.size() - inbox_pos_;
     const size_t keep = held >= kMaxTypeAhead ? 0 : std::min(chunk.size(), kMaxTypeAhead - held);
     inbox_.append(chunk.substr(0, keep));
+    if (keep == chunk.size()) return;
     dropped_ += chunk.size() - keep;
-    return false;
+    // The last kept line, unless it ended before the cut, is part of a cut line.
+    size_t from = inbox_.size();
+    while (from > inbox_pos_ && !is_eol(inbox_[from - 1])) --from;
+    dropped_ += inbox_.size() - from;
+    inbox_.resize(from);
+    drop_to_eol_ = !is_eol(chunk.back());
 }
 
 void Console::report_dropped() {

@@ -85,6 +85,7 @@ private:
     std::unique_ptr<Session> session_for(const Model& model, const LoraAdapter* adapter, bool all_logits = false) const;  // policy, backend; adapter may be null
     void new_session();  // for the loaded model, context policy and adapter
     bool poll_interrupt();  // non-blocking: true when a Ctrl-C (0x03) has arrived
+    void keep_type_ahead(std::string_view chunk);  // appends to inbox_ within kMaxTypeAhead
     void write(std::string_view s);
     void ok(const std::string& s) { write("OK " + s + "\n"); }
     void err(const std::string& s);  // the ERR line, also logged
@@ -111,6 +112,9 @@ private:
     std::string inbox_;
     size_t inbox_pos_ = 0;
     uint64_t dropped_ = 0;
+    // A drop cut a line: what follows, up to its end of line, is dropped too, so that no part
+    // of a cut line runs as a command of its own.
+    bool drop_to_eol_ = false;
     LineEditor editor_{kMaxLine};
     EventLog log_;
     std::string line_;  // the command line being run (named in the log)

@@ -396,6 +396,31 @@ TEST_CASE("console: megabytes of garbage during a gen: the type-ahead stays boun
     CHECK(read_file(dir.file("console.log")).find("ember-console: type-ahead: " + std::to_string(dropped) + " bytes dropped") != std::string::npos);
 }
 
+TEST_CASE("console: a line that the type-ahead limit cuts is dropped whole, never run as its first part") {
+    TempDir dir;
+    write_file(dir.file("tiny.ember"), read_file(model_int8()));
+    ConsoleOptions o = opts_for(dir);
+    o.load = "tiny";
+    PtyConsole c(o);
+    c.send("gen -n 1500 The\n");
+    REQUIRE(c.wait_for("The") != std::string::npos);
+    // While it runs: blank lines up to 4079 bytes, then a line whose first 17 bytes fill the
+    // 4096 kept: "set temperature 0" of "set temperature 0.5". It used to run as typed so.
+    std::string fill;
+    for (int i = 0; i < 4; ++i) fill += std::string(1000, ' ') + "\n";
+    fill += std::string(74, ' ') + "\n";
+    REQUIRE(fill.size() + 17 == kMaxTypeAhead);
+    c.pump(fill + "set temperature 0.5\n");
+    // The 3 bytes past the limit and the 17 kept of their line.
+    CHECK(c.wait_for("type-ahead: 20 bytes dropped") != std::string::npos);
+    REQUIRE(c.wait_for("OK gen 1500 tokens") != std::string::npos);
+    c.send("info\n");
+    REQUIRE(c.wait_for("OK info") != std::string::npos);
+    CHECK(c.seen().find("settings: n 200, temperature 1,") != std::string::npos);
+    CHECK(c.seen().find("temperature 0,") == std::string::npos);
+    CHECK(c.seen().find("ERR") == std::string::npos);
+}
+
 TEST_CASE("console: loads, refusals and errors are logged with an ISO 8601 UTC time, to --log (appended) and to stderr's fd") {
     TempDir dir;
     write_file(dir.file("tiny.ember"), read_file(model_int8()));
