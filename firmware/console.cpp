@@ -140,6 +140,14 @@ int Console::run() {
             }
             on_editor_event(ev);
         }
+        // Input that ends without a newline (a pipe, a file) runs its last line, as sh does; a
+        // terminal or serial line that closes drops the line being typed.
+        if (!editor_.text().empty() && ::isatty(in_) == 0) {
+            screen.clear();
+            const LineEditor::Event ev = editor_.feed('\n', echo_, screen);
+            if (!screen.empty()) write(screen);
+            on_editor_event(ev);
+        }
         log_.log("the line closed: exiting");
         return 0;
     } catch (const Error& e) {

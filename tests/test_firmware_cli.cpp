@@ -178,6 +178,19 @@ TEST_CASE("ember-console: models lists only the files load could open, and an un
     CHECK(r.err.find("ember-console: " + models + "/current ignored: model name '../etc' starts with '.'") != std::string::npos);
 }
 
+TEST_CASE("ember-console --stdio: input that ends without a newline runs its last line, as sh does") {
+    test::TempDir dir;
+    const std::string models = dir.file("models");
+    REQUIRE(::mkdir(models.c_str(), 0755) == 0);
+    // The last command used to be dropped without a word.
+    const Run r = run("(printf 'set n 5\\ninfo' | " + test::program_cmd(EMBER_CONSOLE) + " --stdio --models '" + models + "')", dir);
+    CAPTURE(r.out);
+    CHECK(r.status == 0);
+    CHECK(r.out.find("OK n 5,") != std::string::npos);
+    CHECK(r.out.find("settings: n 5,") != std::string::npos);
+    CHECK(r.out.find("OK info\n") != std::string::npos);
+}
+
 TEST_CASE("ember-console: --version, a mistyped option named with the nearest, a bad --baud listing the standard rates, empty names refused") {
     test::TempDir dir;
     const std::string console = test::program_cmd(EMBER_CONSOLE) + " --models '" + dir.path() + "' ";
