@@ -488,7 +488,8 @@ void Model::verify_and_view(bool require_checksum) {
             if (size != want) fail(f, ": tensor '", name, "' ", what, "_size is ", size, " bytes but its shape needs ", want);
             if (off % kDataAlignment != 0) fail(f, ": tensor '", name, "' ", what, "_offset ", off, " is not a multiple of ", kDataAlignment);
             if (off > data_size || size > data_size - off) {
-                fail(f, ": tensor '", name, "' ", what, " bytes [", off, ", ", off + size, ") lie past the data section (", data_size, " bytes)");
+                fail(f, ": tensor '", name, "' ", what, "_offset ", off, " + ", what, "_size ", size, " lies past the data section (", data_size,
+                     " bytes)");
             }
         };
         check_range("data", t->data_offset(), t->data_size(), want_bytes);

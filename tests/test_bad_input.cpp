@@ -96,8 +96,16 @@ TEST_CASE("bad input: an .ember whose header claims more than the file holds") {
         Edit e{good};
         const uint64_t past = (e.model()->data_size() + 63) / 64 * 64;
         e.set<uint64_t>(e.tensor("wpe"), fb::Tensor::VT_DATA_OFFSET, past);
-        refused(dir, e.bytes, "tensor 'wpe' data bytes [" + std::to_string(past) + ", ");
-        refused(dir, e.bytes, ") lie past the data section (" + std::to_string(e.model()->data_size()) + " bytes)");
+        refused(dir, e.bytes, "tensor 'wpe' data_offset " + std::to_string(past) + " + data_size ");
+        refused(dir, e.bytes, " lies past the data section (" + std::to_string(e.model()->data_size()) + " bytes)");
+    }
+    {
+        // An offset near 2^64: the message used to print the wrapped end of the range, a number
+        // below its start ("[18446744073709547520, 12288)").
+        Edit e{good};
+        const uint64_t near_max = ~uint64_t{0} / 64 * 64 - 4032;
+        e.set<uint64_t>(e.tensor("wpe"), fb::Tensor::VT_DATA_OFFSET, near_max);
+        refused(dir, e.bytes, "tensor 'wpe' data_offset " + std::to_string(near_max) + " + data_size ");
     }
     {
         Edit e{good};
