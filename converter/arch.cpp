@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <memory>
 #include <set>
@@ -358,12 +359,21 @@ CanonicalModel map_nanogpt(TensorMap& t, const std::string& model_args, const st
         fail(what, ": model_args is not readable: ", e.what());
     }
     if (!model_args.empty() && (!args.contains("n_head") || !args["n_head"].is_number_integer())) fail(what, ": model_args has no integer n_head");
-    c.n_head = agreed_n_head(model_args.empty() ? 0 : args["n_head"].get<int>(), over.n_head, "model_args", what);
-    for (const char* k : {"n_layer", "n_embd", "block_size"}) {
+    // A model_args integer, whole: 1 .. 2^31 - 1 (get<int>() would wrap 2^32 + 4 to 4).
+    auto arg = [&](const char* k) {
+        const nlohmann::json& v = args[k];
+        const bool fits = v.is_number_unsigned() ? v.get<uint64_t>() >= 1 && v.get<uint64_t>() <= INT32_MAX
+                                                 : v.get<int64_t>() >= 1 && v.get<int64_t>() <= INT32_MAX;
+        if (!fits) fail(what, ": model_args.", k, " = ", v.dump(), " is not an integer in 1..", INT32_MAX);
+        return static_cast<int>(v.get<int64_t>());
+    };
+    c.n_head = agreed_n_head(model_args.empty() ? 0 : arg("n_head"), over.n_head, "model_args", what);
+    for (const char* k : {"n_layer", "n_embd", "block_size", "vocab_size"}) {
         if (args.contains(k) && args[k].is_number_integer()) {
-            const int v = args[k].get<int>();
-            const int have = std::string(k) == "n_layer" ? c.n_layer : std::string(k) == "n_embd" ? c.n_embd : c.block_size;
-            if (v != have) fail(what, ": model_args.", k, " = ", v, " but the weights give ", have);
+            const int v = arg(k);
+            const std::string key = k;
+            const int have = key == "n_layer" ? c.n_layer : key == "n_embd" ? c.n_embd : key == "block_size" ? c.block_size : c.vocab_size;
+            if (v != have) fail(what, ": model_args.", k, " = ", v, " but the weights give ", have, key == "vocab_size" ? " (rows of wte)" : "");
         }
     }
     check_config(c, what);

@@ -479,3 +479,33 @@ TEST_CASE("bad input: an output path that names one of the command's inputs is r
     CHECK(test::read_file(model) == m);
     CHECK_NOTHROW(Model::open(model));
 }
+
+TEST_CASE("bad input: nanoGPT model_args whose integers are out of range, or whose vocab_size disagrees with wte, are refused naming the key") {
+    const std::string path = fixture("nanogpt/ckpt.pt");
+    auto with_args = [&](const char* key, const nlohmann::json& value) {
+        convert::Checkpoint ckpt = convert::read_checkpoint(path);
+        nlohmann::json args = nlohmann::json::parse(ckpt.model_args_json);
+        args[key] = value;
+        ckpt.model_args_json = args.dump();
+        return ckpt;
+    };
+    auto refused = [&](const char* key, const nlohmann::json& value, const std::string& message) {
+        CAPTURE(key);
+        CAPTURE(value.dump());
+        CHECK_THROWS_WITH_AS(convert::to_canonical(with_args(key, value), convert::ArchChoice::NanoGPT, "ckpt.pt"), Contains(message.c_str()), Error);
+    };
+    // n_head -4 used to read as "not given" (then "n_embd 64 is not divisible by n_head 0");
+    // 2^32 + 4 and -2^32 + 4 were taken as 4, wrapped by get<int>().
+    refused("n_head", -4, "ckpt.pt: model_args.n_head = -4 is not an integer in 1..2147483647");
+    refused("n_head", 0, "model_args.n_head = 0 is not an integer in 1..2147483647");
+    refused("n_head", (int64_t{1} << 32) + 4, "model_args.n_head = 4294967300 is not an integer in 1..2147483647");
+    refused("n_head", -(int64_t{1} << 32) + 4, "model_args.n_head = -4294967292 is not an integer in 1..2147483647");
+    refused("n_layer", (int64_t{1} << 32) + 2, "model_args.n_layer = 4294967298 is not an integer in 1..2147483647");
+    refused("n_embd", uint64_t{1} << 63, "model_args.n_embd = 9223372036854775808 is not an integer in 1..2147483647");
+    // vocab_size is checked as block_size is: it used to be taken without a look.
+    const convert::Checkpoint good = convert::read_checkpoint(path);
+    const int64_t rows = good.tensors.at("transformer.wte.weight").shape[0];
+    refused("vocab_size", rows + 10, "model_args.vocab_size = " + std::to_string(rows + 10) + " but the weights give " + std::to_string(rows) + " (rows of wte)");
+    // The fixture's own model_args pass.
+    CHECK_NOTHROW(convert::to_canonical(with_args("vocab_size", rows), convert::ArchChoice::NanoGPT, "ckpt.pt"));
+}
