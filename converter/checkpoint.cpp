@@ -250,6 +250,33 @@ std::string find_record_prefix(const ZipArchive& zip) {
     fail(zip.path(), ": zip archive has no <folder>/data.pkl, so it is not a PyTorch checkpoint");
 }
 
+// For "holds no tensors": the dict's first keys and what each holds, a dict's tensors counted
+// (a state_dict one level down: Lightning's {"state_dict": ...}, a dict of models), and what
+// to save instead.
+std::string keys_held(const Value& dict) {
+    constexpr size_t kShown = 8;
+    std::string s;
+    bool nested = false;
+    for (size_t i = 0; i < dict.entries.size() && i < kShown; ++i) {
+        const auto& [k, v] = dict.entries[i];
+        s += i == 0 ? "" : ", ";
+        s += k->kind == Kind::Str ? "'" + printable(k->text, 60) + "'" : std::string("(") + pickle::kind_name(k->kind) + " key)";
+        if (v->kind == Kind::Dict) {
+            size_t tensors = 0;
+            for (const auto& e : v->entries) tensors += e.second->kind == Kind::Tensor;
+            s += tensors > 0 ? ": dict of " + std::to_string(tensors) + " tensors" : std::string(": dict");
+            nested = nested || tensors > 0;
+        } else {
+            s += std::string(": ") + pickle::kind_name(v->kind);
+        }
+    }
+    if (dict.entries.empty()) return ": it is an empty dict";
+    if (dict.entries.size() > kShown) s += ", ... (" + std::to_string(dict.entries.size()) + " keys)";
+    s = " at its top level; its keys: " + s;
+    if (nested) s += "; save the state_dict itself (torch.save(ckpt[KEY], 'model.pt')) or as nanoGPT does ({\"model\": state_dict, \"model_args\": ...})";
+    return s;
+}
+
 // The state_dict (or nanoGPT's {"model", "model_args"}) of an unpickled checkpoint. budget:
 // the storages' bytes; the tensors may hold at most that many values in all.
 Checkpoint checkpoint_from_pickle(const std::string& path, const Value& root, Storages& storages, uint64_t budget) {
@@ -289,7 +316,7 @@ Checkpoint checkpoint_from_pickle(const std::string& path, const Value& root, St
         }
         ckpt.tensors[k->text] = std::move(t);
     }
-    if (ckpt.tensors.empty()) fail(path, ": checkpoint holds no tensors");
+    if (ckpt.tensors.empty()) fail(path, ": checkpoint holds no tensors", keys_held(*model));
     return ckpt;
 }
 

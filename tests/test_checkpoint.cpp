@@ -202,6 +202,12 @@ TEST_CASE("checkpoint: bad inputs are refused with a message naming the file and
     // at once, not expanded until memory runs out.
     CHECK_THROWS_WITH_AS(read_checkpoint(kBad + "model_args_laughs.pt"),
                          Contains("model_args_laughs.pt: model_args holds more than 65536 values"), ember::Error);
+    // A state_dict one level down (Lightning's {"state_dict": ...}): its keys and what they hold
+    // are named, not only "checkpoint holds no tensors".
+    CHECK_THROWS_WITH_AS(read_checkpoint(kBad + "nested_state_dict.pt"),
+                         Contains("nested_state_dict.pt: checkpoint holds no tensors at its top level; its keys: 'state_dict': dict of 2 "
+                                  "tensors, 'epoch': int; save the state_dict itself (torch.save(ckpt[KEY], 'model.pt'))"),
+                         ember::Error);
 }
 
 TEST_CASE("unpickler: malformed pickles give errors, never crashes") {

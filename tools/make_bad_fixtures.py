@@ -125,6 +125,9 @@ def main():
     write(os.path.join(BAD, 'evil_global.pt'), out.getvalue())
 
     write(os.path.join(BAD, 'whole_module.pt'), saved(torch.nn.Linear(2, 2)))
+    # A state_dict one level down, as Lightning saves it: its keys are named in the refusal.
+    write(os.path.join(BAD, 'nested_state_dict.pt'),
+          saved({'state_dict': {'w': torch.zeros(2, 2), 'b': torch.zeros(2)}, 'epoch': 3}))
 
     write(os.path.join(BAD, 'model_args_laughs.pt'), model_args_laughs_zip())
 
