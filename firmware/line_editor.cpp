@@ -7,6 +7,7 @@ namespace ember::fw {
 namespace {
 
 constexpr size_t kMaxParams = 16;  // CSI parameter bytes kept; a longer sequence is ignored whole
+constexpr size_t kMaxString = 256;  // bytes of a control string (OSC, DCS, ...) before it is taken to have ended
 
 enum class Key { None, Left, Right, Up, Down, Home, End, Delete };
 
@@ -63,10 +64,35 @@ void LineEditor::draw(const Cell& c, std::string& screen) { screen += c.bad ? "\
 
 LineEditor::Event LineEditor::feed(char byte, bool echo, std::string& screen) {
     const auto c = static_cast<unsigned char>(byte);
+    if (esc_ == Esc::AltChar) {  // the rest of an Alt-key's UTF-8 character: ignored with it
+        if (c >= 0x80 && c <= 0xBF && --esc_left_ > 0) return Event::None;
+        esc_ = Esc::None;
+        if (c >= 0x80 && c <= 0xBF) return Event::None;
+    }
+    if (esc_ == Esc::String || esc_ == Esc::StringEsc) {
+        // A control string (OSC, DCS, SOS, PM, APC: a terminal's answer to a query) ends with ST
+        // (ESC \) or BEL; CAN and SUB cancel it. CR, LF and Ctrl-C end it and act, so that a
+        // stray ESC ] cannot eat a line; so does its length passing kMaxString.
+        const bool st = esc_ == Esc::StringEsc && c == '\\';
+        if (st || c == 0x07 || c == 0x18 || c == 0x1a) {
+            esc_ = Esc::None;
+            return Event::None;
+        }
+        const bool ends = c == '\r' || c == '\n' || c == 0x03 || ++esc_left_ > kMaxString;
+        if (!ends) {
+            esc_ = c == 0x1b ? Esc::StringEsc : Esc::String;
+            return Event::None;
+        }
+        esc_ = Esc::None;
+    }
     if (esc_ != Esc::None) {
         const bool control = c < 0x20 || c == 0x7f;
         if (esc_ == Esc::Start && !control) {
-            esc_ = c == '[' ? Esc::Csi : c == 'O' ? Esc::Ss3 : Esc::None;  // else ESC + one byte (Alt-key): ignored
+            // ESC [: CSI. ESC O: SS3. ESC ] P X ^ _: a control string. Else ESC + one character
+            // (an Alt-key): ignored, all of its UTF-8 bytes.
+            const bool string = c == ']' || c == 'P' || c == 'X' || c == '^' || c == '_';
+            esc_ = c == '[' ? Esc::Csi : c == 'O' ? Esc::Ss3 : string ? Esc::String : utf8_length(c) > 1 ? Esc::AltChar : Esc::None;
+            esc_left_ = esc_ == Esc::AltChar ? utf8_length(c) - 1 : 0;
             params_.clear();
             return Event::None;
         }

@@ -9,9 +9,12 @@
 //   Ctrl-U deletes to the start, Ctrl-K to the end, Ctrl-W the word before the cursor
 //   Ctrl-B/Ctrl-F move left/right, Ctrl-D deletes under the cursor (on an empty line: end of
 //   input), Ctrl-P/Ctrl-N are Up/Down, Ctrl-C drops the line, CR or LF (CR LF once) ends it.
-// Any other escape sequence (CSI with any parameters, SS3, ESC + one byte) and any other
-// control byte is ignored; a tab is a space. Sequences follow ECMA-48 (5th ed., 5.4): CSI =
-// ESC [ parameters 0x30-0x3F, intermediates 0x20-0x2F, final 0x40-0x7E.
+// Any other escape sequence (CSI with any parameters, SS3, ESC + one character: an Alt-key,
+// all of its UTF-8 bytes) and any other control byte is ignored; a tab is a space. So are
+// control strings (OSC ESC ], DCS ESC P, SOS ESC X, PM ESC ^, APC ESC _: a terminal's answer
+// to a query), up to ST (ESC \) or BEL, CAN or SUB; CR, LF, Ctrl-C or 256 bytes end one too.
+// Sequences follow ECMA-48 (5th ed., 5.4 and 8.3.2): CSI = ESC [ parameters 0x30-0x3F,
+// intermediates 0x20-0x2F, final 0x40-0x7E.
 //
 // The cursor moves by whole characters (UTF-8 code points; each is taken to fill one cell).
 // A byte that is not part of valid UTF-8 stays in the line as it came, is drawn as U+FFFD and
@@ -61,7 +64,7 @@ private:
         std::string bytes;  // one code point, or one byte that is not valid UTF-8
         bool bad = false;
     };
-    enum class Esc { None, Start, Csi, Ss3 };
+    enum class Esc { None, Start, Csi, Ss3, String, StringEsc, AltChar };
 
     Event on_control(unsigned char c, bool echo, std::string& screen);
     void on_sequence(char final_byte, bool ss3, bool echo, std::string& screen);
@@ -84,6 +87,7 @@ private:
     size_t pending_need_ = 0;      // its full length
     Esc esc_ = Esc::None;
     std::string params_;           // CSI parameter and intermediate bytes (bounded)
+    size_t esc_left_ = 0;          // AltChar: continuation bytes still to skip; String: bytes so far
     bool last_cr_ = false;         // the line ended with CR: a following LF is part of it
     std::deque<std::string> history_;  // oldest first
     size_t hist_pos_ = 0;          // == history_.size(): the line being typed

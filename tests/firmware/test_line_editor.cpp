@@ -102,6 +102,31 @@ TEST_CASE("line editor: unknown escape sequences and control bytes are ignored, 
     CHECK(lines_of(ed, "D\r") == std::vector<std::string>{"D"});
 }
 
+TEST_CASE("line editor: a terminal's answers (OSC, DCS, SOS, PM, APC strings) and Alt with a UTF-8 character are ignored whole") {
+    // These used to be typed: OSC's text ("0;title"), DCS's ("xxxx"), and an Alt-key's UTF-8
+    // continuation bytes (a bad byte: "not valid UTF-8").
+    const std::string ignored[] = {
+        "\x1b]0;title\x07",                        // OSC ended by BEL (xterm's window title)
+        "\x1b]11;rgb:0000/0000/0000\x1b\\",        // OSC ended by ST: the answer to a colour query
+        "\x1bPxxxx\x1b\\", "\x1bP1$r0m\x1b\\",     // DCS (DECRQSS's answer)
+        "\x1bXsos\x1b\\", "\x1b^pm\x1b\\", "\x1b_apc\x1b\\",  // SOS, PM, APC
+        "\x1b]52;c;\x1b[Dx\x07",                    // an ESC inside a string that is not ST
+        "\x1b]0;cancelled\x18", "\x1b]0;cancelled\x1a",  // CAN and SUB cancel a string
+        "\x1b\xc3\xa9", "\x1b\xe2\x82\xac", "\x1b\xf0\x9f\x98\x80",  // Alt + e-acute, Alt + euro, Alt + an emoji
+    };
+    for (const std::string& seq : ignored) {
+        CAPTURE(seq);
+        CHECK(line_of("in" + seq + "fo") == "info");
+    }
+    // Enter ends a string that never ended, and the line with it: a stray ESC ] cannot eat what
+    // is typed after it; neither can a string longer than 256 bytes.
+    LineEditor ed(kMaxLine);
+    CHECK(lines_of(ed, "ab\x1b]unended\rcd\r") == std::vector<std::string>{"ab", "cd"});
+    CHECK(line_of("\x1b]" + std::string(256, 'z') + "info") == "info");
+    // An Alt-key whose character is cut short: the next byte is typed.
+    CHECK(line_of("\x1b\xe2\x82x") == "x");
+}
+
 TEST_CASE("line editor: Enter is CR, LF or CR LF, Ctrl-C drops the line") {
     LineEditor ed(kMaxLine);
     CHECK(lines_of(ed, "a\r\nb\nc\r\rd\n\n") == std::vector<std::string>{"a", "b", "c", "", "d", ""});
