@@ -30,9 +30,9 @@ bool starts_as_event_log(const char* head, size_t n) {
 
 }  // namespace
 
-EventLog::EventLog(int err_fd, const std::string& path) : err_fd_(err_fd) {
+EventLog::EventLog(int err_fd, const std::string& path) : err_fd_(err_fd), file_name_(printable(path, 200)) {
     if (path.empty()) return;
-    const std::string what = printable(path, 200);
+    const std::string& what = file_name_;
     // O_NONBLOCK: a FIFO that nobody reads is refused at once (ENXIO) instead of a wait.
     file_fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NONBLOCK, 0644);
     if (file_fd_ < 0) fail("--log ", what, ": cannot open for appending: ", std::strerror(errno));
@@ -74,11 +74,24 @@ void EventLog::log(std::string_view what) {
     std::string line = timestamp() + " ember-console: ";
     for (char c : what) line += c == '\n' || c == '\r' ? ' ' : c;
     line += '\n';
-    for (int fd : {err_fd_, file_fd_}) {
-        if (fd < 0) continue;
-        const ssize_t w = ::write(fd, line.data(), line.size());  // one line, one write
+    if (err_fd_ >= 0) {
+        const ssize_t w = ::write(err_fd_, line.data(), line.size());  // one line, one write
         (void)w;
     }
+    if (file_fd_ < 0) return;
+    const ssize_t w = ::write(file_fd_, line.data(), line.size());
+    const bool failed = w != static_cast<ssize_t>(line.size());
+    // A file that stops taking lines (a full disk, /dev/full) is said once on stderr, and again
+    // when it takes them again; the events go on to stderr meanwhile.
+    if (failed != file_failing_ && err_fd_ >= 0) {
+        const std::string note = timestamp() + " ember-console: --log " + file_name_ +
+                                 (failed ? ": cannot write (" + std::string(w < 0 ? std::strerror(errno) : "a short write") +
+                                               "): events go to stderr only until it takes them again\n"
+                                         : ": written again\n");
+        const ssize_t n = ::write(err_fd_, note.data(), note.size());
+        (void)n;
+    }
+    file_failing_ = failed;
 }
 
 }  // namespace ember::fw

@@ -20,7 +20,8 @@ public:
     ~EventLog();
     EventLog(const EventLog&) = delete;
     EventLog& operator=(const EventLog&) = delete;
-    // Logs one event (newlines in `what` become spaces). A failed write is dropped.
+    // Logs one event (newlines in `what` become spaces). A failed write is dropped; the first
+    // of a run of failed writes to the file is said on err_fd, and so is the next that works.
     void log(std::string_view what);
 
     // Now as "YYYY-MM-DDTHH:MM:SS.mmmZ".
@@ -28,6 +29,8 @@ public:
 
 private:
     int err_fd_, file_fd_ = -1;
+    std::string file_name_;      // printable, for messages
+    bool file_failing_ = false;  // the last write to the file failed
 };
 
 }  // namespace ember::fw

@@ -247,4 +247,12 @@ TEST_CASE("ember-console: --log naming a model, a text or a FIFO nobody reads is
     const std::string after = test::read_file(own);
     CHECK(after.size() > before.size());
     CHECK(after.compare(0, before.size(), before) == 0);
+    // A log that takes no lines (a full disk: /dev/full) is said once on stderr, not ignored
+    // without a word as it was; the events still reach stderr.
+    const Run full = run(test::program_cmd(EMBER_CONSOLE) + " --stdio --models '" + dir.path() + "' --log /dev/full", dir);
+    CAPTURE(full.err);
+    CHECK(full.status == 0);
+    CHECK(full.err.find(" ember-console: --log /dev/full: cannot write (No space left on device): events go to stderr only") != std::string::npos);
+    CHECK(full.err.find("--log /dev/full: cannot write") == full.err.rfind("--log /dev/full: cannot write"));  // once
+    CHECK(full.err.find(" ember-console: the line closed: exiting") != std::string::npos);
 }
