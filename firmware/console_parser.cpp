@@ -26,6 +26,25 @@ std::string_view next_word(std::string_view s, size_t& pos) {
     return s.substr(b, pos - b);
 }
 
+// A FILE argument: the next word, or a path in double quotes that may hold spaces (\" and \\
+// inside stand for " and \). Unquoted, it is taken as it is.
+std::string next_path(std::string_view s, size_t& pos, const char* what) {
+    while (pos < s.size() && is_space(s[pos])) ++pos;
+    if (pos >= s.size() || s[pos] != '"') return std::string(next_word(s, pos));
+    std::string out;
+    for (++pos; pos < s.size(); ++pos) {
+        if (s[pos] == '"') {
+            ++pos;
+            if (pos < s.size() && !is_space(s[pos])) throw Bad{std::string(what) + ": FILE: a space must follow its closing quote"};
+            if (out.empty()) throw Bad{std::string(what) + ": FILE: \"\" is no file name"};
+            return out;
+        }
+        if (s[pos] == '\\' && pos + 1 < s.size() && (s[pos + 1] == '"' || s[pos + 1] == '\\')) ++pos;
+        out += s[pos];
+    }
+    throw Bad{std::string(what) + ": FILE: its closing quote is missing"};
+}
+
 std::string rest_of(std::string_view s, size_t pos) {
     while (pos < s.size() && is_space(s[pos])) ++pos;
     return std::string(s.substr(pos));
@@ -126,9 +145,15 @@ void apply_setting(const std::string& key, std::string_view value, SettingsDelta
     }
 }
 
-void expect_end(std::string_view s, size_t pos, const char* cmd) {
+// after_file: the command ends with a FILE, so a word after it is an option given too late or
+// the rest of a path with spaces, which the message says.
+void expect_end(std::string_view s, size_t pos, const char* cmd, bool after_file = false) {
     const std::string_view extra = next_word(s, pos);
-    if (!extra.empty()) throw Bad{std::string(cmd) + ": unexpected argument '" + printable(extra, 40) + "'"};
+    if (extra.empty()) return;
+    const std::string hint = !after_file         ? ""
+                             : extra[0] == '-'   ? " (options go before FILE)"
+                                                 : " (a FILE with spaces goes in double quotes: \"my notes.txt\")";
+    throw Bad{std::string(cmd) + ": unexpected argument '" + printable(extra, 40) + "'" + hint};
 }
 
 Command parse(std::string_view line) {
@@ -213,9 +238,9 @@ Command parse(std::string_view line) {
                           " (usage: eval [--split val|all] [--skip-unknown] FILE)"};
             }
         }
-        c.file = std::string(next_word(line, pos));
+        c.file = next_path(line, pos, "eval");
         if (c.file.empty()) throw Bad{"eval: usage: eval [--split val|all] [--skip-unknown] FILE"};
-        expect_end(line, pos, "eval");
+        expect_end(line, pos, "eval", true);
         return c;
     }
     if (word == "finetune") {
@@ -255,9 +280,9 @@ Command parse(std::string_view line) {
                           " (--steps --lr --rank --alpha --batch --seq --seed --eval-every --name --resume --skip-unknown)"};
             }
         }
-        c.file = std::string(next_word(line, pos));
+        c.file = next_path(line, pos, "finetune");
         if (c.file.empty()) throw Bad{"finetune: usage: finetune [options] FILE (see help)"};
-        expect_end(line, pos, "finetune");
+        expect_end(line, pos, "finetune", true);
         return c;
     }
     if (word == "adapter") {

@@ -202,6 +202,18 @@ TEST_CASE("console parser: finetune and adapter") {
     r = parse_command("finetune -- -odd.txt");
     REQUIRE(r.ok);
     CHECK(r.cmd.file == "-odd.txt");
+    // A FILE with spaces in double quotes (\" and \\ inside); it used to be cut at the space.
+    r = parse_command("finetune --steps 2 \"/d/my notes.txt\"");
+    REQUIRE(r.ok);
+    CHECK(r.cmd.file == "/d/my notes.txt");
+    r = parse_command("eval --skip-unknown \"/d/a \\\"b\\\" c\\\\d.txt\"");
+    REQUIRE(r.ok);
+    CHECK(r.cmd.file == "/d/a \"b\" c\\d.txt");
+    CHECK(error_of("eval /d/my notes.txt") == "eval: unexpected argument 'notes.txt' (a FILE with spaces goes in double quotes: \"my notes.txt\")");
+    CHECK(error_of("finetune a.txt --steps 2") == "finetune: unexpected argument '--steps' (options go before FILE)");
+    CHECK(error_of("eval \"/d/a b.txt") == "eval: FILE: its closing quote is missing");
+    CHECK(error_of("eval \"/d/a b.txt\"x") == "eval: FILE: a space must follow its closing quote");
+    CHECK(error_of("eval \"\"") == "eval: FILE: \"\" is no file name");
     r = parse_command("adapter al-1");
     REQUIRE(r.ok);
     CHECK(r.cmd.kind == CommandKind::Adapter);
@@ -218,7 +230,7 @@ TEST_CASE("console parser: finetune and adapter") {
     CHECK(error_of("finetune --seed") == "finetune: option --seed needs a value");
     CHECK(error_of("finetune --resume a/b x.txt").find("finetune: --resume: model name 'a/b' has a character") == 0);
     CHECK(error_of("finetune -x a.txt").find("finetune: unknown option '-x'") == 0);
-    CHECK(error_of("finetune a.txt b.txt") == "finetune: unexpected argument 'b.txt'");
+    CHECK(error_of("finetune a.txt b.txt") == "finetune: unexpected argument 'b.txt' (a FILE with spaces goes in double quotes: \"my notes.txt\")");
     CHECK(error_of("adapter") == "adapter: usage: adapter NAME | adapter off");
     CHECK(error_of("adapter a b") == "adapter: unexpected argument 'b'");
     CHECK(error_of("adapter .hidden").find("adapter: model name '.hidden' starts with '.'") == 0);
