@@ -19,18 +19,7 @@ rounds=3
 runs=5
 bins=(build/cli/ember)
 results=bench/busy_results.md
-while [[ $# -gt 0 ]]; do
-  case $1 in
-    --rounds) rounds=$2; shift 2 ;;
-    --runs) runs=$2; shift 2 ;;
-    --peer) bins+=("$2"); shift 2 ;;
-    --out) results=$2; shift 2 ;;
-    *) echo "usage: bench/busy.sh [--rounds N] [--runs R] [--peer PATH_TO_EMBER] [--out FILE]" >&2; exit 1 ;;
-  esac
-done
-for b in "${bins[@]}"; do
-  [[ -x $b ]] || { echo "bench/busy.sh: $b not found (build first: scripts/build.sh)" >&2; exit 1; }
-done
+source bench/peer_args.sh
 mkdir -p bench/out
 src=bench/out/gptpy_full.pt
 model=bench/out/full.int8.ember

@@ -16,18 +16,7 @@ rounds=4
 runs=20
 bins=(build/cli/ember)
 results=bench/far_cores_results.md
-while [[ $# -gt 0 ]]; do
-  case $1 in
-    --rounds) rounds=$2; shift 2 ;;
-    --runs) runs=$2; shift 2 ;;
-    --peer) bins+=("$2"); shift 2 ;;
-    --out) results=$2; shift 2 ;;
-    *) echo "usage: bench/far_cores.sh [--rounds N] [--runs R] [--peer PATH_TO_EMBER] [--out FILE]" >&2; exit 1 ;;
-  esac
-done
-for b in "${bins[@]}"; do
-  [[ -x $b ]] || { echo "bench/far_cores.sh: $b not found (build first: scripts/build.sh)" >&2; exit 1; }
-done
+source bench/peer_args.sh
 mkdir -p bench/out
 g++ -O2 -pthread bench/roundtrip.cpp -o bench/out/roundtrip
 vocab=models/shakespeare_char.vocab.txt
