@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -183,6 +184,16 @@ void FlashReceiver::on_offer(const Frame& in, std::vector<Frame>& out) {
             st.st_size = 0;
         }
         received_ = static_cast<uint64_t>(st.st_size);
+        // A file that cannot fit is refused before a byte is sent; its partial file goes, so
+        // that a nearly full device is not left fuller (it used to fill the disk, then NAK).
+        struct statvfs fs{};
+        if (::statvfs(opts_.models_dir.c_str(), &fs) == 0 && size - received_ > uint64_t(fs.f_bavail) * fs.f_frsize) {
+            const uint64_t free_bytes = uint64_t(fs.f_bavail) * fs.f_frsize;
+            close_part();
+            opts_.fs->unlink(part_path_);
+            return refuse("offered file of " + std::to_string(size) + " bytes does not fit in " + printable(opts_.models_dir, 200) + ": it needs " +
+                          std::to_string(size - received_) + " more bytes, " + std::to_string(free_bytes) + " are free");
+        }
     }
     offered_ = true;
     std::vector<uint8_t> p;
@@ -207,7 +218,18 @@ void FlashReceiver::on_data(const Frame& in, std::vector<Frame>& out) {
         while (done < n) {
             const ssize_t w = opts_.fs->pwrite(part_fd_, bytes.data() + done, n - done, static_cast<off_t>(received_ + done));
             if (w < 0 && errno == EINTR) continue;
-            if (w <= 0) fail(part_path_, ": write: ", std::strerror(errno));
+            if (w <= 0) {
+                // A full or failing disk: a refusal with the reason, and the partial file goes
+                // (a NAK here used to make the host resend until it gave up as a lost link,
+                // and the partial file kept the disk full).
+                const std::string why = part_path_ + ": write: " + (w < 0 ? std::strerror(errno) : "wrote nothing");
+                close_part();
+                opts_.fs->unlink(part_path_);
+                offered_ = false;
+                finish(1, why + " at byte " + std::to_string(received_ + done) + " of " + std::to_string(size_) + ": partial file removed, nothing installed");
+                out.push_back(make(FrameType::Result, in.seq, result_));
+                return;
+            }
             done += static_cast<size_t>(w);
         }
         received_ += n;
@@ -472,7 +494,10 @@ SendResult send_file(int in_fd, int out_fd, const std::string& bytes, const std:
             if (ans.type == FrameType::Nak) {
                 ++link.retransmissions;
                 if (++naks > opts.retries) {
-                    throw FlashError(FlashError::LinkLost, "the device refused " + std::to_string(naks) + " frames in a row: " + text_of(ans.payload, 8), acked);
+                    // The device answers, so the link is up: it refuses, with its reason
+                    // (this used to be a lost link, exit 3, that no second run could fix).
+                    link.send(make(FrameType::Bye, seq++));
+                    throw FlashError(FlashError::Refused, "the device refused " + std::to_string(naks) + " frames in a row: " + text_of(ans.payload, 8), acked);
                 }
             } else {
                 naks = 0;

@@ -120,8 +120,9 @@ public:
 };
 
 // The host side: offers `bytes` (the file's contents) as NAME, sends it, waits for the
-// device's verdict, then sends BYE. Throws FlashError (Refused: the device's RESULT said no;
-// LinkLost: no answer after the retries) or ember::Error (bad arguments).
+// device's verdict, then sends BYE. Throws FlashError (Refused: the device's RESULT said no,
+// or it refused every try of a frame with a NAK; LinkLost: no answer after the retries) or
+// ember::Error (bad arguments).
 SendResult send_file(int in_fd, int out_fd, const std::string& bytes, const std::string& name, const SenderOptions& opts);
 
 }  // namespace ember::fw

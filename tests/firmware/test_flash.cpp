@@ -9,6 +9,10 @@
 #include <signal.h>
 #include <sys/wait.h>
 
+#include <atomic>
+#include <cerrno>
+#include <cstdint>
+#include <functional>
 #include <memory>
 #include <thread>
 
@@ -90,6 +94,92 @@ struct Setup {
     std::string old_sha = sha256_hex(old_bytes.data(), old_bytes.size());
     std::string new_sha = sha256_hex(new_bytes.data(), new_bytes.size());
     Setup() { write_file(dir.file("default.ember"), old_bytes); }
+};
+
+Frame frame_of(FrameType t, uint32_t seq, std::vector<uint8_t> p = {}) {
+    Frame f;
+    f.type = t;
+    f.seq = seq;
+    f.payload = std::move(p);
+    return f;
+}
+
+// An OFFER's payload: size, SHA-256 (hex here), name.
+std::vector<uint8_t> offer_payload(uint64_t size, const std::string& sha_hex, const std::string& name) {
+    std::vector<uint8_t> p;
+    put_u64(p, size);
+    for (size_t i = 0; i + 1 < sha_hex.size(); i += 2) p.push_back(static_cast<uint8_t>(std::stoi(sha_hex.substr(i, 2), nullptr, 16)));
+    p.push_back(static_cast<uint8_t>(name.size()));
+    p.insert(p.end(), name.begin(), name.end());
+    return p;
+}
+
+std::vector<uint8_t> u64_payload(uint64_t v, const std::string& text = "") {
+    std::vector<uint8_t> p;
+    put_u64(p, v);
+    p.insert(p.end(), text.begin(), text.end());
+    return p;
+}
+
+std::string text_of(const Frame& f, size_t from) { return f.payload.size() > from ? std::string(f.payload.begin() + from, f.payload.end()) : ""; }
+
+// A disk with room for `room` bytes per file: a write past that fails with ENOSPC.
+class FullDisk : public PosixFs {
+public:
+    explicit FullDisk(off_t room) : room_(room) {}
+    ssize_t pwrite(int fd, const void* buf, size_t n, off_t offset) override {
+        if (offset + static_cast<off_t>(n) > room_) {
+            errno = ENOSPC;
+            return -1;
+        }
+        return PosixFs::pwrite(fd, buf, n, offset);
+    }
+
+private:
+    off_t room_;
+};
+
+// A device that is not ember-console: a thread that answers each frame from the host with
+// what `answer` returns, and counts the frames it got by type.
+class FakeDevice {
+public:
+    using Answer = std::function<std::vector<Frame>(const Frame&)>;
+    FakeDevice(int fd, Answer answer) : fd_(fd), answer_(std::move(answer)) {
+        th_ = std::thread([this] { loop(); });
+    }
+    ~FakeDevice() {
+        stop_ = true;
+        th_.join();
+    }
+    int count(FrameType t) const { return counts_[static_cast<int>(t)]; }
+    // Waits up to 2 s for a frame of type t.
+    bool saw(FrameType t) const {
+        for (int i = 0; i < 200 && count(t) == 0; ++i) ::usleep(10000);
+        return count(t) > 0;
+    }
+
+private:
+    void loop() {
+        FrameDecoder dec;
+        Frame f;
+        uint8_t buf[4096];
+        while (!stop_) {
+            const long got = read_some(fd_, buf, sizeof buf, 20);
+            if (got < 0) break;
+            dec.feed(buf, static_cast<size_t>(got));
+            while (dec.next(f)) {
+                ++counts_[static_cast<int>(f.type)];
+                std::vector<uint8_t> wire;
+                for (const Frame& a : answer_(f)) encode_frame(a, wire);
+                if (!wire.empty()) write_all(fd_, wire.data(), wire.size());
+            }
+        }
+    }
+    int fd_;
+    Answer answer_;
+    std::atomic<int> counts_[16] = {};
+    std::atomic<bool> stop_{false};
+    std::thread th_;
 };
 
 }  // namespace
@@ -437,4 +527,69 @@ TEST_CASE("flash receiver: out-of-order, duplicate and malformed frames") {
     CHECK(std::string(out[1].payload.begin() + 1, out[1].payload.end()).find("not a valid .ember model") == 0);
     CHECK_FALSE(exists(dir.file("abcx.ember")));
     CHECK(part_files(dir.path()) == 0);
+}
+
+TEST_CASE("flash: a disk that fills up during the transfer: refused with the reason, the partial file removed, the old model stays") {
+    // The failed write used to be answered with a NAK: the host resent the chunk until it gave
+    // up as a lost link (exit 3, "run again to resume", which failed the same way), the console
+    // said only that no frame came for 3000 ms, and the partial file kept the disk full.
+    Setup s;
+    SocketPair line;
+    ConsoleOptions o = device_options(s.dir.path());
+    o.fs = std::make_shared<FullDisk>(20000);
+    Device dev(line.fd[1], o);
+    try {
+        send_file(line.fd[0], line.fd[0], s.new_bytes, "default", quick_sender());
+        FAIL("a file that does not fit the disk was installed");
+    } catch (const FlashError& e) {
+        const std::string what = e.what();
+        CAPTURE(what);
+        CHECK(e.kind == FlashError::Refused);
+        CHECK(what.find("the device refused the file: " + s.dir.path() + "/.flash-" + s.new_sha + ".part: write: No space left on device at byte 16384 of " +
+                        std::to_string(s.new_bytes.size()) + ": partial file removed, nothing installed") == 0);
+    }
+    std::string seen;
+    CHECK(expect(line.fd[0], seen, "ERR flash: " + s.dir.path() + "/.flash-" + s.new_sha + ".part: write: No space left on device") != std::string::npos);
+    CHECK(part_files(s.dir.path()) == 0);
+    check_working(s.dir.path(), line.fd[0], s.old_sha);
+}
+
+TEST_CASE("flash receiver: an offer larger than the free space of the models folder is refused before any byte is sent") {
+    // It used to be accepted: the transfer filled the disk, then failed.
+    TempDir dir;
+    ReceiverOptions ro;
+    ro.models_dir = dir.path();
+    ro.max_file_bytes = UINT64_MAX;
+    FlashReceiver rx(ro);
+    std::vector<Frame> out;
+    const uint64_t huge = uint64_t(1) << 62;
+    rx.handle(frame_of(FrameType::Offer, 1, offer_payload(huge, std::string(64, 'a'), "big")), out);
+    REQUIRE(out.size() == 1);
+    CHECK(out[0].type == FrameType::Result);
+    CHECK(out[0].payload[0] == 1);
+    const std::string why = text_of(out[0], 1);
+    CAPTURE(why);
+    CHECK(why.find("offered file of " + std::to_string(huge) + " bytes does not fit in " + dir.path() + ": it needs " + std::to_string(huge) + " more bytes, ") == 0);
+    CHECK(why.find(" are free") != std::string::npos);
+    CHECK(part_files(dir.path()) == 0);
+}
+
+TEST_CASE("flash: a device that refuses every try of a frame (NAK): refused with its reason, and BYE sent") {
+    // It used to be a lost link (exit 3, "run again to resume", which could not help), and the
+    // host left without BYE.
+    Setup s;
+    SocketPair line;
+    FakeDevice dev(line.fd[1], [](const Frame& f) -> std::vector<Frame> {
+        if (f.type == FrameType::Offer) return {frame_of(FrameType::Accept, f.seq, [] { auto p = u64_payload(0); put_u16(p, kDataChunk); return p; }())};
+        if (f.type == FrameType::Data) return {frame_of(FrameType::Nak, f.seq, u64_payload(0, "sd card: write: Input/output error"))};
+        return {};
+    });
+    try {
+        send_file(line.fd[0], line.fd[0], s.new_bytes, "default", quick_sender());
+        FAIL("no byte was taken, yet the transfer succeeded");
+    } catch (const FlashError& e) {
+        CHECK(e.kind == FlashError::Refused);
+        CHECK(std::string(e.what()) == "the device refused 5 frames in a row: sd card: write: Input/output error");
+    }
+    CHECK(dev.saw(FrameType::Bye));
 }
