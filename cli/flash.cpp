@@ -115,6 +115,7 @@ int cmd_flash(const FlashArgs& a) {
         progress.finish();
         std::fflush(stdout);
         std::fprintf(stderr, "ember: error: %s\n", e.what());
+        // 2: the device said no; 3: the link was lost, or the device answered outside the protocol.
         return e.kind == fw::FlashError::Refused ? 2 : 3;
     }
 }

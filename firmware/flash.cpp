@@ -437,6 +437,26 @@ SendResult send_file(int in_fd, int out_fd, const std::string& bytes, const std:
     uint64_t acked = 0;
     const std::string enter = opts.enter_flash_mode ? kEnterFlashMode : "";
     bool answered = false;  // the device accepted an offer: it holds `acked` bytes
+    // An answer outside the protocol: the device is not ember-console, or broken. BYE sends it
+    // back to its console; the error is the device's, not bad input on the host (it used to be
+    // ember::Error, exit 1, with no BYE: the device stayed in binary mode until its timeout).
+    auto misbehaves = [&](const std::string& what) {
+        link.send(make(FrameType::Bye, seq++));
+        return FlashError(FlashError::BadAnswer, what + ": the device does not follow firmware/PROTOCOL.md; BYE sent", acked);
+    };
+    auto held_of = [&](const Frame& f, const char* field) {
+        try {
+            PayloadReader r(f.payload);
+            return r.u64(field);
+        } catch (const Error& e) {
+            throw misbehaves(std::string("the device's ") + frame_type_name(f.type) + " is malformed: " + e.what());
+        }
+    };
+    auto check_held = [&](const Frame& f, uint64_t held) {
+        if (held > bytes.size())
+            throw misbehaves(std::string("the device's ") + frame_type_name(f.type) + " says it holds " + std::to_string(held) + " bytes of a " +
+                             std::to_string(bytes.size()) + "-byte file");
+    };
     for (int offer = 0; offer <= opts.reoffers; ++offer) {
         std::vector<uint8_t> p;
         put_u64(p, bytes.size());
@@ -449,16 +469,22 @@ SendResult send_file(int in_fd, int out_fd, const std::string& bytes, const std:
             throw FlashError(FlashError::Refused, "the device refused the offer: " + text_of(ans.payload, 1), acked);
         }
         answered = true;
-        PayloadReader r(ans.payload);
-        uint64_t offset = r.u64("resume offset");
-        const uint16_t dev_chunk = r.u16("chunk");
-        if (offset > bytes.size()) fail("the device claims to hold ", offset, " bytes of a ", bytes.size(), "-byte file");
+        uint64_t offset = 0;
+        uint16_t dev_chunk = 0;
+        try {
+            PayloadReader r(ans.payload);
+            offset = r.u64("resume offset");
+            dev_chunk = r.u16("chunk");
+        } catch (const Error& e) {
+            throw misbehaves(std::string("the device's ACCEPT is malformed: ") + e.what());
+        }
+        check_held(ans, offset);
         const size_t chunk = std::max<size_t>(1, std::min<size_t>(opts.chunk, dev_chunk));
         res.resumed_from = offset;
         acked = offset;
         if (opts.progress) opts.progress(acked, bytes.size(), res.resumed_from);
         bool lost = false;
-        int naks = 0;
+        int naks = 0;  // answers in a row that took no byte: NAKs, and ACKs that do not advance
         for (;;) {
             if (offset < bytes.size()) {
                 const size_t n = std::min<size_t>(chunk, bytes.size() - offset);
@@ -476,7 +502,7 @@ SendResult send_file(int in_fd, int out_fd, const std::string& bytes, const std:
                 }
             }
             if (ans.type == FrameType::Result) {
-                if (ans.payload.empty()) fail("the device sent an empty RESULT");
+                if (ans.payload.empty()) throw misbehaves("the device's RESULT has no status byte");
                 if (ans.payload[0] != 0) {
                     link.send(make(FrameType::Bye, seq++));
                     throw FlashError(FlashError::Refused, "the device refused the file: " + text_of(ans.payload, 1), acked);
@@ -488,10 +514,16 @@ SendResult send_file(int in_fd, int out_fd, const std::string& bytes, const std:
                 link.send(bye);
                 return res;
             }
-            PayloadReader r2(ans.payload);
-            const uint64_t held = r2.u64("offset");
-            if (held > bytes.size()) fail("the device claims to hold ", held, " bytes of a ", bytes.size(), "-byte file");
-            if (ans.type == FrameType::Nak) {
+            const uint64_t held = held_of(ans, "offset");
+            check_held(ans, held);
+            if (ans.type == FrameType::Ack && held <= offset) {
+                // An ACK always holds the frame's bytes: one that does not used to reset the
+                // count, and the host resent the same chunk forever.
+                ++link.retransmissions;
+                if (++naks > opts.retries)
+                    throw misbehaves("the device acknowledged " + std::to_string(naks) + " frames in a row without taking a byte (it says it holds " +
+                                     std::to_string(held) + " of " + std::to_string(bytes.size()) + " bytes)");
+            } else if (ans.type == FrameType::Nak) {
                 ++link.retransmissions;
                 if (++naks > opts.retries) {
                     // The device answers, so the link is up: it refuses, with its reason

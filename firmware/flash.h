@@ -113,7 +113,8 @@ struct SendResult {
 // Failures of a transfer, with what the CLI needs to pick an exit status.
 class FlashError : public Error {
 public:
-    enum Kind { Refused, LinkLost };
+    // BadAnswer: the device answered outside the protocol (not ember-console, or broken).
+    enum Kind { Refused, LinkLost, BadAnswer };
     FlashError(Kind k, const std::string& what, uint64_t acked) : Error(what), kind(k), acked(acked) {}
     Kind kind;
     uint64_t acked;  // bytes the device holds (a new run resumes there)
@@ -121,8 +122,9 @@ public:
 
 // The host side: offers `bytes` (the file's contents) as NAME, sends it, waits for the
 // device's verdict, then sends BYE. Throws FlashError (Refused: the device's RESULT said no,
-// or it refused every try of a frame with a NAK; LinkLost: no answer after the retries) or
-// ember::Error (bad arguments).
+// or it refused every try of a frame with a NAK; LinkLost: no answer after the retries;
+// BadAnswer: an answer outside the protocol, after which BYE is sent) or ember::Error (bad
+// arguments).
 SendResult send_file(int in_fd, int out_fd, const std::string& bytes, const std::string& name, const SenderOptions& opts);
 
 }  // namespace ember::fw

@@ -593,3 +593,62 @@ TEST_CASE("flash: a device that refuses every try of a frame (NAK): refused with
     }
     CHECK(dev.saw(FrameType::Bye));
 }
+
+TEST_CASE("flash: a device that answers outside the protocol: an error of its own kind (exit 3), and BYE sent") {
+    // An ACK that took no byte used to reset the count of refused frames: the host resent
+    // chunk 0 forever. An offset past the file's end, a short ACCEPT or an empty RESULT threw
+    // ember::Error (exit 1, kept for bad input on the host) without BYE, and the device stayed
+    // in binary mode until its timeout.
+    Setup s;
+    const uint64_t n = s.new_bytes.size();
+    const std::string N = std::to_string(n);
+    auto accept_at = [](uint32_t seq, uint64_t at) {
+        std::vector<uint8_t> p = u64_payload(at);
+        put_u16(p, kDataChunk);
+        return frame_of(FrameType::Accept, seq, p);
+    };
+    // What the device answers to DATA (after ACCEPT 0); an old host resending forever meets
+    // silence after 100 frames, and ends.
+    auto on_data = [&](std::function<Frame(uint32_t)> answer) {
+        return [=](const Frame& f) -> std::vector<Frame> {
+            if (f.type == FrameType::Offer) return {accept_at(f.seq, 0)};
+            if (f.type == FrameType::Data && f.seq <= 100) return {answer(f.seq)};
+            return {};
+        };
+    };
+    auto on_offer = [](Frame answer) {
+        return [=](const Frame& f) -> std::vector<Frame> {
+            Frame a = answer;
+            a.seq = f.seq;
+            if (f.type == FrameType::Offer) return {a};
+            return {};
+        };
+    };
+    const std::string tail = ": the device does not follow firmware/PROTOCOL.md; BYE sent";
+    const std::pair<FakeDevice::Answer, std::string> cases[] = {
+        {on_data([](uint32_t seq) { return frame_of(FrameType::Ack, seq, u64_payload(0)); }),
+         "the device acknowledged 5 frames in a row without taking a byte (it says it holds 0 of " + N + " bytes)" + tail},
+        {on_data([&](uint32_t seq) { return frame_of(FrameType::Ack, seq, u64_payload(n + 1)); }),
+         "the device's ACK says it holds " + std::to_string(n + 1) + " bytes of a " + N + "-byte file" + tail},
+        {on_data([](uint32_t seq) { return frame_of(FrameType::Result, seq); }), "the device's RESULT has no status byte" + tail},
+        {on_offer(accept_at(0, n + 1)), "the device's ACCEPT says it holds " + std::to_string(n + 1) + " bytes of a " + N + "-byte file" + tail},
+        {on_offer(frame_of(FrameType::Accept, 0, {1, 2, 3})),
+         "the device's ACCEPT is malformed: payload too short for resume offset: needs 8 bytes at offset 0, holds 3" + tail},
+    };
+    for (const auto& [answer, want] : cases) {
+        CAPTURE(want);
+        SocketPair line;
+        FakeDevice dev(line.fd[1], answer);
+        try {
+            send_file(line.fd[0], line.fd[0], s.new_bytes, "default", quick_sender());
+            FAIL("a device outside the protocol took the file");
+        } catch (const FlashError& e) {
+            CHECK(e.kind == FlashError::BadAnswer);
+            CHECK(std::string(e.what()) == want);
+        } catch (const Error& e) {
+            FAIL_CHECK("ember::Error (exit 1, bad input on the host): " << std::string(e.what()));
+        }
+        CHECK(dev.saw(FrameType::Bye));
+        CHECK(dev.count(FrameType::Data) <= 5);
+    }
+}
