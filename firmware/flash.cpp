@@ -116,6 +116,22 @@ void FlashReceiver::finish(uint8_t status, const std::string& message) {
     outcome_.message = message;
 }
 
+FlashOutcome FlashReceiver::outcome() const {
+    FlashOutcome o = outcome_;
+    if (!o.installed && !installed_name_.empty()) {
+        // An offer or ABORT after an install used to make the console forget the install:
+        // it reported the later failure and kept the old model loaded, the new one on disk.
+        o.installed = true;
+        o.name = installed_name_;
+        o.message = installed_message_ + (o.message.empty() ? "" : "; after that: " + o.message);
+    }
+    return o;
+}
+
+void FlashReceiver::end(const std::string& why) {
+    if (!completed_) outcome_.message = why;
+}
+
 bool FlashReceiver::handle(const Frame& in, std::vector<Frame>& out) {
     try {
         switch (in.type) {
@@ -125,6 +141,7 @@ bool FlashReceiver::handle(const Frame& in, std::vector<Frame>& out) {
             case FrameType::Bye: return true;
             case FrameType::Abort:
                 close_part();
+                outcome_.installed = false;  // the last word is the ABORT (an install before it stays: outcome())
                 outcome_.message = "the host aborted: " + printable(std::string(in.payload.begin(), in.payload.end()), 200);
                 return true;
             default: break;  // device -> host types: ignored
@@ -266,6 +283,8 @@ void FlashReceiver::on_done(const Frame& in, std::vector<Frame>& out) {
         }
         finish(0, "already installed " + name_ + ".ember (" + std::to_string(size_) + " bytes, sha256 " + sha_hex_ + ")" + warning);
         outcome_.installed = true;
+        installed_name_ = name_;
+        installed_message_ = outcome_.message;
         out.push_back(make(FrameType::Result, in.seq, result_));
         return;
     }
@@ -304,6 +323,8 @@ void FlashReceiver::on_done(const Frame& in, std::vector<Frame>& out) {
         warning = std::string("; warning: ") + e.what() + ": the install may not survive a power cut";
     }
     finish(0, "installed " + name_ + ".ember (" + std::to_string(size_) + " bytes, sha256 " + sha_hex_ + ")" + warning);
+    installed_name_ = name_;
+    installed_message_ = outcome_.message;
     out.push_back(make(FrameType::Result, in.seq, result_));
 }
 
@@ -341,16 +362,16 @@ FlashOutcome run_receiver(int in_fd, int out_fd, const ReceiverOptions& opts, co
                                                                          : opts.idle_timeout_ms;
         const int64_t left = last + idle - now_ms();
         if (left <= 0) {
+            rx.end("no frame from the host for " + std::to_string(idle) + " ms: left binary mode (a new offer resumes)");
             FlashOutcome o = rx.outcome();
             o.got_frame = got_frame;
-            if (!rx.completed()) o.message = "no frame from the host for " + std::to_string(idle) + " ms: left binary mode (a new offer resumes)";
             return o;
         }
         const long got = read_some(in_fd, buf, sizeof buf, static_cast<int>(std::min<int64_t>(left, 200)));
         if (got < 0) {
+            rx.end("the line closed during the transfer (a new offer resumes)");
             FlashOutcome o = rx.outcome();
             o.got_frame = got_frame;
-            if (!rx.completed()) o.message = "the line closed during the transfer (a new offer resumes)";
             return o;
         }
         if (got > 0) dec.feed(buf, static_cast<size_t>(got));

@@ -62,7 +62,12 @@ public:
 
     // Returns true when the session is over (BYE or ABORT from the host).
     bool handle(const Frame& in, std::vector<Frame>& out);
-    const FlashOutcome& outcome() const { return outcome_; }
+    // The session's outcome. An install in it stays installed whatever came after it (a
+    // refused offer, an ABORT, a timeout): `installed` and `name` say it, the message says both.
+    FlashOutcome outcome() const;
+    // The session ends without BYE (timeout, closed line): `why` is the message unless the
+    // current offer has its verdict.
+    void end(const std::string& why);
     bool completed() const { return completed_; }  // a RESULT has been sent for the current offer
 
 private:
@@ -83,7 +88,8 @@ private:
     std::string part_path_;
     int part_fd_ = -1;
     std::vector<uint8_t> result_;  // the RESULT payload, resent for a repeated DONE
-    FlashOutcome outcome_;
+    FlashOutcome outcome_;         // of the current offer
+    std::string installed_name_, installed_message_;  // the session's last install, if any
 };
 
 // Runs a FlashReceiver over in_fd/out_fd until BYE, ABORT, idle timeout or a closed line.

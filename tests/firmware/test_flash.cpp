@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <stdexcept>
 #include <thread>
 
 #include "firmware/console.h"
@@ -180,6 +181,46 @@ private:
     std::atomic<int> counts_[16] = {};
     std::atomic<bool> stop_{false};
     std::thread th_;
+};
+
+// A host driven frame by frame, as a test script would: after the console's `flash` line,
+// send() writes a frame, xchg() also waits (5 s) for the answer with its sequence number.
+class RawHost {
+public:
+    explicit RawHost(int fd) : fd_(fd) { write_all(fd_, kEnterFlashMode, sizeof kEnterFlashMode - 1); }
+    void send(const Frame& f) {
+        const auto wire = encode_frame(f);
+        write_all(fd_, wire.data(), wire.size());
+    }
+    Frame xchg(const Frame& f) {
+        send(f);
+        Frame a;
+        const int64_t deadline = now_ms() + 5000;
+        uint8_t buf[4096];
+        while (now_ms() < deadline) {
+            while (dec_.next(a))
+                if (a.seq == f.seq) return a;
+            const long got = read_some(fd_, buf, sizeof buf, 50);
+            if (got > 0) dec_.feed(buf, static_cast<size_t>(got));
+        }
+        throw std::runtime_error("no answer to a frame");
+    }
+    // OFFER, DATA, DONE of `bytes` as NAME from seq 1 on; returns the RESULT.
+    Frame install(const std::string& bytes, const std::string& name) {
+        const std::string sha = sha256_hex(bytes.data(), bytes.size());
+        xchg(frame_of(FrameType::Offer, seq++, offer_payload(bytes.size(), sha, name)));
+        for (size_t off = 0; off < bytes.size(); off += kDataChunk) {
+            std::vector<uint8_t> d = u64_payload(off);
+            d.insert(d.end(), bytes.begin() + static_cast<std::ptrdiff_t>(off), bytes.begin() + static_cast<std::ptrdiff_t>(std::min(bytes.size(), off + kDataChunk)));
+            xchg(frame_of(FrameType::Data, seq++, d));
+        }
+        return xchg(frame_of(FrameType::Done, seq++));
+    }
+    uint32_t seq = 1;
+
+private:
+    int fd_;
+    FrameDecoder dec_;
 };
 
 }  // namespace
@@ -650,5 +691,41 @@ TEST_CASE("flash: a device that answers outside the protocol: an error of its ow
         }
         CHECK(dev.saw(FrameType::Bye));
         CHECK(dev.count(FrameType::Data) <= 5);
+    }
+}
+
+TEST_CASE("flash: an install is kept when a later offer in the same session is refused, or the host aborts: the console loads it") {
+    // The later offer (or ABORT) used to wipe the session's outcome: the console said only
+    // "ERR flash: offered file is empty" (or "flash: the host aborted ...") and kept the old
+    // model loaded, with the new file installed on disk.
+    for (const bool abort : {false, true}) {
+        CAPTURE(abort);
+        Setup s;
+        SocketPair line;
+        Device dev(line.fd[1], device_options(s.dir.path()));
+        RawHost host(line.fd[0]);
+        const Frame r = host.install(s.new_bytes, "default");
+        REQUIRE(r.type == FrameType::Result);
+        REQUIRE(r.payload.at(0) == 0);
+        std::string later;
+        if (abort) {
+            host.send(frame_of(FrameType::Abort, host.seq++, {'s', 't', 'o', 'p'}));
+            later = "the host aborted: stop";
+        } else {
+            const Frame refused = host.xchg(frame_of(FrameType::Offer, host.seq++, offer_payload(0, std::string(64, '0'), "z")));
+            CHECK((refused.type == FrameType::Result && refused.payload.at(0) == 1));
+            host.send(frame_of(FrameType::Bye, host.seq++));
+            later = "offered file is empty";
+        }
+        std::string seen;
+        const size_t k = expect(line.fd[0], seen, "flash: installed default.ember (" + std::to_string(s.new_bytes.size()) + " bytes, sha256 " + s.new_sha + "); after that: " + later + "\n");
+        CAPTURE(seen);
+        CHECK(k != std::string::npos);
+        CHECK(expect(line.fd[0], seen, "OK loaded default", k == std::string::npos ? 0 : k) != std::string::npos);
+        CHECK(seen.find("ERR flash") == std::string::npos);
+        const std::string info = "info\n";
+        write_all(line.fd[0], info.data(), info.size());
+        CHECK(expect(line.fd[0], seen, "model: default (" + s.dir.file("default.ember") + ", " + std::to_string(s.new_bytes.size()) + " bytes)") != std::string::npos);
+        CHECK(read_file(s.dir.file("current")) == "default\n");
     }
 }
