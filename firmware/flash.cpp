@@ -138,7 +138,14 @@ bool FlashReceiver::handle(const Frame& in, std::vector<Frame>& out) {
             case FrameType::Offer: on_offer(in, out); break;
             case FrameType::Data: on_data(in, out); break;
             case FrameType::Done: on_done(in, out); break;
-            case FrameType::Bye: return true;
+            case FrameType::Bye:
+                // Without a verdict, say how far the transfer got (it used to say "before any
+                // offer" whenever no verdict had been sent, after offers and data too).
+                if (!completed_)
+                    outcome_.message = !offered_ ? "the host ended the session before any offer"
+                                                 : "the host ended the session before the transfer of " + name_ + ".ember was complete (it holds " +
+                                                       std::to_string(received_) + " of " + std::to_string(size_) + " bytes; a new offer resumes)";
+                return true;
             case FrameType::Abort:
                 close_part();
                 outcome_.installed = false;  // the last word is the ABORT (an install before it stays: outcome())
@@ -351,7 +358,6 @@ FlashOutcome run_receiver(int in_fd, int out_fd, const ReceiverOptions& opts, co
                 FlashOutcome o = rx.outcome();
                 o.got_frame = true;
                 o.leftover = dec.take_rest();
-                if (o.message.empty()) o.message = "the host ended the session before any offer";
                 return o;
             }
         }

@@ -729,3 +729,36 @@ TEST_CASE("flash: an install is kept when a later offer in the same session is r
         CHECK(read_file(s.dir.file("current")) == "default\n");
     }
 }
+
+TEST_CASE("flash receiver: BYE before a transfer is complete says how far it got, not \"before any offer\"") {
+    // Every session that ended without a verdict used to say "the host ended the session
+    // before any offer", after offers and data too.
+    TempDir dir;
+    ReceiverOptions ro;
+    ro.models_dir = dir.path();
+    const std::string body(100, 'a');
+    const std::string sha = sha256_hex(body.data(), body.size());
+    std::vector<uint8_t> all_data = u64_payload(0, body);
+    auto frames = [](std::initializer_list<Frame> fs) {
+        std::vector<uint8_t> wire;
+        for (const Frame& f : fs) encode_frame(f, wire);
+        return std::string(wire.begin(), wire.end());
+    };
+    const std::pair<std::string, std::string> cases[] = {
+        // The offer says 10 bytes more than are sent; DONE gets a NAK (incomplete).
+        {frames({frame_of(FrameType::Offer, 1, offer_payload(110, sha, "m")), frame_of(FrameType::Data, 2, all_data), frame_of(FrameType::Done, 3),
+                 frame_of(FrameType::Bye, 4)}),
+         "the host ended the session before the transfer of m.ember was complete (it holds 100 of 110 bytes; a new offer resumes)"},
+        // Two offers interleaved: the second one's transfer is the one that ends.
+        {frames({frame_of(FrameType::Offer, 1, offer_payload(100, sha, "m")), frame_of(FrameType::Data, 2, u64_payload(0, body.substr(0, 40))),
+                 frame_of(FrameType::Offer, 3, offer_payload(200, std::string(64, 'b'), "b")), frame_of(FrameType::Bye, 4)}),
+         "the host ended the session before the transfer of b.ember was complete (it holds 0 of 200 bytes; a new offer resumes)"},
+        {frames({frame_of(FrameType::Bye, 1)}), "the host ended the session before any offer"},
+    };
+    for (const auto& [wire, want] : cases) {
+        SocketPair line;
+        const FlashOutcome o = run_receiver(line.fd[0], line.fd[0], ro, wire);
+        CHECK(o.message == want);
+        CHECK_FALSE(o.installed);
+    }
+}
