@@ -26,8 +26,9 @@ std::string_view next_word(std::string_view s, size_t& pos) {
     return s.substr(b, pos - b);
 }
 
-// A FILE argument: the next word, or a path in double quotes that may hold spaces (\" and \\
-// inside stand for " and \). Unquoted, it is taken as it is.
+// A FILE argument: the next word, or a path in double quotes that may hold spaces; inside the
+// quotes a backslash before a quote or a backslash stands for that character. Unquoted, a
+// word is taken as it is.
 std::string next_path(std::string_view s, size_t& pos, const char* what) {
     while (pos < s.size() && is_space(s[pos])) ++pos;
     if (pos >= s.size() || s[pos] != '"') return std::string(next_word(s, pos));
