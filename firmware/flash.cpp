@@ -22,13 +22,7 @@ namespace ember::fw {
 
 namespace {
 
-Frame make(FrameType t, uint32_t seq, std::vector<uint8_t> payload = {}) {
-    Frame f;
-    f.type = t;
-    f.seq = seq;
-    f.payload = std::move(payload);
-    return f;
-}
+Frame make(FrameType t, uint32_t seq, std::vector<uint8_t> payload = {}) { return Frame{t, seq, std::move(payload)}; }
 
 std::vector<uint8_t> u64_and_text(uint64_t v, const std::string& text) {
     std::vector<uint8_t> p;

@@ -97,13 +97,7 @@ struct Setup {
     Setup() { write_file(dir.file("default.ember"), old_bytes); }
 };
 
-Frame frame_of(FrameType t, uint32_t seq, std::vector<uint8_t> p = {}) {
-    Frame f;
-    f.type = t;
-    f.seq = seq;
-    f.payload = std::move(p);
-    return f;
-}
+Frame frame_of(FrameType t, uint32_t seq, std::vector<uint8_t> p = {}) { return Frame{t, seq, std::move(p)}; }
 
 // An OFFER's payload: size, SHA-256 (hex here), name.
 std::vector<uint8_t> offer_payload(uint64_t size, const std::string& sha_hex, const std::string& name) {
