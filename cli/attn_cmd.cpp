@@ -54,8 +54,11 @@ int cmd_attn(const AttnArgs& a) {
         // Before any work: a folder, or a new file in a missing or read-only folder, is refused
         // as -o is. A device or a FIFO that exists is written in place (write_attention_png).
         struct stat st {};
-        if (::stat(a.png.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) fail("--png ", printable(a.png, 200), " is a folder: choose a file");
-        if (::stat(a.png.c_str(), &st) != 0) output_target(a.png, "--png");
+        if (::stat(a.png.c_str(), &st) != 0) {
+            output_target(a.png, "--png");  // a new file: its folder must be there and writable
+        } else if (S_ISDIR(st.st_mode)) {
+            fail("--png ", printable(a.png, 200), " is a folder: choose a file");
+        }
     }
     auto model = Model::open(a.model, a.load);
     const ModelConfig& c = model->config();

@@ -118,7 +118,14 @@ int Console::run() {
             write("no model loaded: flash one with `ember flash` on the host, or load NAME\n");
         }
         write(kPrompt);
+        // The editor keeps the line and says what to draw (firmware/line_editor.h).
         std::string screen;
+        auto feed = [&](char byte) {
+            screen.clear();
+            const LineEditor::Event ev = editor_.feed(byte, echo_, screen);
+            if (!screen.empty()) write(screen);
+            return ev;
+        };
         for (;;) {
             if (inbox_pos_ >= inbox_.size()) {
                 inbox_.clear();
@@ -129,11 +136,8 @@ int Console::run() {
                 if (got < 0) break;  // the line is gone
                 inbox_.assign(buf, static_cast<size_t>(got));
             }
-            // The editor keeps the line and says what to draw (firmware/line_editor.h); what
-            // follows a command (type-ahead, flash frames) stays in inbox_ until it is done.
-            screen.clear();
-            const LineEditor::Event ev = editor_.feed(inbox_[inbox_pos_++], echo_, screen);
-            if (!screen.empty()) write(screen);
+            // What follows a command (type-ahead, flash frames) stays in inbox_ until it is done.
+            const LineEditor::Event ev = feed(inbox_[inbox_pos_++]);
             if (ev == LineEditor::Event::EndOfInput && opts_.ctrl_d_ends) {
                 write("\n");
                 break;
@@ -142,12 +146,7 @@ int Console::run() {
         }
         // Input that ends without a newline (a pipe, a file) runs its last line, as sh does; a
         // terminal or serial line that closes drops the line being typed.
-        if (!editor_.text().empty() && ::isatty(in_) == 0) {
-            screen.clear();
-            const LineEditor::Event ev = editor_.feed('\n', echo_, screen);
-            if (!screen.empty()) write(screen);
-            on_editor_event(ev);
-        }
+        if (!editor_.text().empty() && ::isatty(in_) == 0) on_editor_event(feed('\n'));
         log_.log("the line closed: exiting");
         return 0;
     } catch (const Error& e) {
