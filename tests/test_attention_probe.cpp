@@ -19,6 +19,7 @@
 #include "runtime/error.h"
 #include "runtime/model.h"
 #include "runtime/tokenizer.h"
+#include "convert_util.h"
 #include "test_util.h"
 
 using namespace ember;
@@ -29,27 +30,10 @@ namespace {
 constexpr double kTorchTol = 1e-4;  // |ember - PyTorch| per weight, f32 models
 constexpr double kRowSumTol = 1e-5;
 
-struct Converted {
-    test::TempDir dir;
-    std::string path;
-    std::unique_ptr<Model> model;
-};
-
 // The fixture entry's checkpoint converted to `dtype`.
-std::unique_ptr<Converted> convert_entry(const nlohmann::json& e, convert::WeightDType dtype) {
-    auto c = std::make_unique<Converted>();
-    convert::ConvertOptions o;
-    o.checkpoint = fixture(e["checkpoint"].get<std::string>());
-    c->path = c->dir.file("m.ember");
-    o.out = c->path;
-    const std::string flag = e["vocab_flag"], vocab = fixture(e["vocab"].get<std::string>());
-    if (flag == "text") o.vocab_text = vocab;
-    else if (flag == "meta") o.meta = vocab;
-    else o.tokenizer = {vocab + "/encoder.json", vocab + "/vocab.bpe"};
-    o.write.dtype = dtype;
-    convert::convert(o);
-    c->model = Model::open(c->path);
-    return c;
+std::unique_ptr<test::ConvertedModel> convert_entry(const nlohmann::json& e, convert::WeightDType dtype) {
+    return test::open_converted(fixture(e["checkpoint"].get<std::string>()), e["vocab_flag"].get<std::string>(),
+                                fixture(e["vocab"].get<std::string>()), dtype);
 }
 
 // Rows sum to 1, zeros above the diagonal, every weight in [0, 1].

@@ -14,20 +14,14 @@
 #include "runtime/session.h"
 #include "runtime/text_stream.h"
 #include "runtime/tokenizer.h"
+#include "convert_util.h"
 #include "test_util.h"
 
 using namespace ember;
 
 namespace {
 
-std::unique_ptr<Model> gptpy_model(test::TempDir& dir) {
-    convert::ConvertOptions o;
-    o.checkpoint = test::fixture("gptpy/model.pt");
-    o.vocab_text = test::fixture("gptpy/vocab.txt");
-    o.out = dir.file("m.ember");
-    convert::convert(o);
-    return Model::open(o.out);
-}
+std::unique_ptr<Model> gptpy_model(test::TempDir& dir) { return Model::open(test::convert_gptpy(dir)); }
 
 // Sets an environment variable for one scope.
 struct ScopedEnv {

@@ -15,6 +15,7 @@
 #include "cli_util.h"
 #include "converter/convert.h"
 #include "ember/ember.h"
+#include "convert_util.h"
 #include "test_util.h"
 
 using ember::test::ember_cli;
@@ -23,20 +24,13 @@ using ember::test::q;
 namespace {
 
 // A model converted once per test case into dir.
-std::string convert_model(const ember::test::TempDir& dir, const std::string& ckpt, const std::string& vocab, const std::string& name) {
-    ember::convert::ConvertOptions o;
-    o.checkpoint = ckpt;
-    o.vocab_text = vocab;
-    o.out = dir.file(name);
-    ember::convert::convert(o);
-    return o.out;
-}
 std::string gptpy(const ember::test::TempDir& dir) {
-    return convert_model(dir, ember::test::fixture("gptpy/model.pt"), ember::test::fixture("gptpy/vocab.txt"), "gptpy.ember");
+    return ember::test::convert_gptpy(dir, ember::convert::WeightDType::Int8, "gptpy.ember");
 }
 std::string shakespeare(const ember::test::TempDir& dir) {
     const std::string root = ember::test::source_dir() + "/models/";
-    return convert_model(dir, root + "shakespeare_char.pt", root + "shakespeare_char.vocab.txt", "shakespeare_char.ember");
+    return ember::test::convert_to(dir, root + "shakespeare_char.pt", "text", root + "shakespeare_char.vocab.txt",
+                                   ember::convert::WeightDType::Int8, "shakespeare_char.ember");
 }
 
 // A buffer of `size` bytes at a 64-byte aligned address (plus `offset`).

@@ -19,31 +19,13 @@
 #include "runtime/sampler.h"
 #include "runtime/session.h"
 #include "runtime/tokenizer.h"
+#include "convert_util.h"
 #include "test_util.h"
 
 using namespace ember;
 using ember::test::fixture;
 
 namespace {
-
-struct Converted {
-    test::TempDir dir;
-    std::unique_ptr<Model> model;
-};
-
-std::unique_ptr<Converted> convert_fixture(const std::string& ckpt, const std::string& vocab_flag, const std::string& vocab,
-                                           convert::WeightDType dtype, int group = 64) {
-    auto c = std::make_unique<Converted>();
-    convert::ConvertOptions o;
-    o.checkpoint = ckpt;
-    o.out = c->dir.file("m.ember");
-    (vocab_flag == "meta" ? o.meta : o.vocab_text) = vocab;
-    o.write.dtype = dtype;
-    o.write.group_size = group;
-    convert::convert(o);
-    c->model = Model::open(o.out);
-    return c;
-}
 
 std::vector<int> ids_of(const nlohmann::json& j) { return j.get<std::vector<int>>(); }
 
@@ -101,7 +83,7 @@ EvalResult eval_text(const Model& m, const std::string& path, bool val, KvDType 
 void check_against_pytorch_f32(const std::string& dir, const std::string& ckpt, const std::string& vocab_flag,
                                const std::string& vocab, const std::string& expected = "expected.json") {
     const auto ex = test::load_json(fixture(dir + "/" + expected));
-    auto c = convert_fixture(fixture(dir + "/" + ckpt), vocab_flag, fixture(dir + "/" + vocab), convert::WeightDType::F32);
+    auto c = test::open_converted(fixture(dir + "/" + ckpt), vocab_flag, fixture(dir + "/" + vocab), convert::WeightDType::F32);
     const Model& m = *c->model;
     CHECK(m.config().n_layer == ex["config"]["n_layer"].get<int>());
     CHECK(m.config().n_head == ex["config"]["n_head"].get<int>());
@@ -129,7 +111,7 @@ TEST_CASE("prefill in passes of prefill_rows rows: PyTorch's last-row logits and
     // The arena holds prefill_rows rows of activations; a longer prompt (and the exact policy's
     // recomputed window past block_size) runs in passes of near-equal length.
     const auto ex = test::load_json(fixture("gptpy/expected.json"));
-    auto c = convert_fixture(fixture("gptpy/model.pt"), "vocab", fixture("gptpy/vocab.txt"), convert::WeightDType::F32);
+    auto c = test::open_converted(fixture("gptpy/model.pt"), "text", fixture("gptpy/vocab.txt"), convert::WeightDType::F32);
     const Model& m = *c->model;
     const int V = m.config().vocab_size, S = m.config().block_size;
     const auto ids = ids_of(ex["ids"]);
@@ -166,7 +148,7 @@ TEST_CASE("decode steps on the caller alone or on the pool (ThreadChoice's probe
     // alone (thread_choice.h). Rows and heads are split between threads, never a sum, so every
     // logit equals the 1-thread session's.
     const auto ex = test::load_json(fixture("gptpy/expected.json"));
-    auto c = convert_fixture(fixture("gptpy/model.pt"), "vocab", fixture("gptpy/vocab.txt"), convert::WeightDType::Int8);
+    auto c = test::open_converted(fixture("gptpy/model.pt"), "text", fixture("gptpy/vocab.txt"), convert::WeightDType::Int8);
     const Model& m = *c->model;
     const int V = m.config().vocab_size;
     SessionOptions one, two;
@@ -210,7 +192,7 @@ TEST_CASE("nanoGPT ckpt.pt (biases, tied lm_head, GELU), plain and module.-prefi
 TEST_CASE("the real nanoGPT checkpoint: logits and greedy text equal PyTorch's") {
     const auto ex = test::load_json(fixture("real_nanogpt.json"));
     const std::string d = test::shared_dir() + "/data/real-nanogpt/";
-    auto c = convert_fixture(d + "ckpt.pt", "meta", d + "meta.pkl", convert::WeightDType::F32);
+    auto c = test::open_converted(d + "ckpt.pt", "meta", d + "meta.pkl", convert::WeightDType::F32);
     CHECK(c->model->config().tied_lm_head);
     // f32 cache, for the 1e-4 (the f16 cache: the test below)
     CHECK(logits_error(*c->model, ex, KvDType::F32) < 1e-4);
@@ -230,7 +212,7 @@ TEST_CASE("f32 weights with the default f16 KV cache: logits near PyTorch's, gre
     for (const Fixture& f : {Fixture{"gptpy", "model.pt", "text", "vocab.txt"}, Fixture{"nanogpt", "ckpt.pt", "meta", "meta.pkl"}}) {
         CAPTURE(f.dir);
         const auto ex = test::load_json(fixture(f.dir + "/expected.json"));
-        auto c = convert_fixture(fixture(f.dir + "/" + f.ckpt), f.flag, fixture(f.dir + "/" + f.vocab), convert::WeightDType::F32);
+        auto c = test::open_converted(fixture(f.dir + "/" + f.ckpt), f.flag, fixture(f.dir + "/" + f.vocab), convert::WeightDType::F32);
         const Model& m = *c->model;
         CHECK(SessionOptions{}.kv_cache == KvDType::F16);  // what these tests call the default
         const double err = logits_error(m, ex, KvDType::F16);
@@ -250,7 +232,7 @@ TEST_CASE("f32 weights with the default f16 KV cache: logits near PyTorch's, gre
     }
     const auto ex = test::load_json(fixture("real_nanogpt.json"));
     const std::string d = test::shared_dir() + "/data/real-nanogpt/";
-    auto c = convert_fixture(d + "ckpt.pt", "meta", d + "meta.pkl", convert::WeightDType::F32);
+    auto c = test::open_converted(d + "ckpt.pt", "meta", d + "meta.pkl", convert::WeightDType::F32);
     const double err = logits_error(*c->model, ex, KvDType::F16);
     CHECK(err < 5e-3);
     CHECK(greedy(*c->model, ex["greedy"], KvDType::F16) == ids_of(ex["greedy"]["ids"]));
@@ -268,13 +250,13 @@ TEST_CASE("f16 and int8 weights stay close to PyTorch's f32 logits") {
           {"nanogpt", "ckpt.pt", "meta", "meta.pkl"}}) {
         CAPTURE(dir);
         const auto ex = test::load_json(fixture(dir + "/expected.json"));
-        auto f16 = convert_fixture(fixture(dir + "/" + ckpt), flag, fixture(dir + "/" + vocab), convert::WeightDType::F16);
+        auto f16 = test::open_converted(fixture(dir + "/" + ckpt), flag, fixture(dir + "/" + vocab), convert::WeightDType::F16);
         CHECK(logits_error(*f16->model, ex, KvDType::F16) < 5e-3);
-        auto i8 = convert_fixture(fixture(dir + "/" + ckpt), flag, fixture(dir + "/" + vocab), convert::WeightDType::Int8);
+        auto i8 = test::open_converted(fixture(dir + "/" + ckpt), flag, fixture(dir + "/" + vocab), convert::WeightDType::Int8);
         CHECK(logits_error(*i8->model, ex, KvDType::F16) < 0.1);
-        auto i8row = convert_fixture(fixture(dir + "/" + ckpt), flag, fixture(dir + "/" + vocab), convert::WeightDType::Int8, 0);
+        auto i8row = test::open_converted(fixture(dir + "/" + ckpt), flag, fixture(dir + "/" + vocab), convert::WeightDType::Int8, 0);
         CHECK(logits_error(*i8row->model, ex, KvDType::F16) < 0.15);
-        auto i8odd = convert_fixture(fixture(dir + "/" + ckpt), flag, fixture(dir + "/" + vocab), convert::WeightDType::Int8, 24);
+        auto i8odd = test::open_converted(fixture(dir + "/" + ckpt), flag, fixture(dir + "/" + vocab), convert::WeightDType::Int8, 24);
         CHECK(logits_error(*i8odd->model, ex, KvDType::F16) < 0.15);
         MESSAGE("max abs logit error: f16 ", logits_error(*f16->model, ex, KvDType::F16), ", int8/64 ", logits_error(*i8->model, ex, KvDType::F16),
                 ", int8/row ", logits_error(*i8row->model, ex, KvDType::F16), ", int8/24 ", logits_error(*i8odd->model, ex, KvDType::F16));
@@ -285,7 +267,7 @@ TEST_CASE("context policies shift and ring, past block_size, equal their PyTorch
     // tools/make_fixtures.py: greedy_shift runs the model on the context kept since the last
     // shift; greedy_ring keeps a KV cache of block_size slots with stale K/V, in torch ops.
     const auto ex = test::load_json(fixture("gptpy/expected.json"));
-    auto c = convert_fixture(fixture("gptpy/model.pt"), "text", fixture("gptpy/vocab.txt"), convert::WeightDType::F32);
+    auto c = test::open_converted(fixture("gptpy/model.pt"), "text", fixture("gptpy/vocab.txt"), convert::WeightDType::F32);
     const Model& m = *c->model;
     // f32 cache: the emulations are f32 torch ops (the f16 cache gives the same ids: the test above)
     const auto shift = greedy(m, ex["greedy"], KvDType::F32, ContextPolicy::Shift);

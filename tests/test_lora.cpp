@@ -22,6 +22,7 @@
 #include "runtime/tokenizer.h"
 #include "runtime/utf8.h"
 #include "gpt2_test_util.h"
+#include "convert_util.h"
 #include "test_util.h"
 
 using namespace ember;
@@ -36,19 +37,9 @@ struct Base {
 
 std::unique_ptr<Base> convert_base(const std::string& arch, convert::WeightDType dtype, const std::string& name = "m.ember") {
     auto b = std::make_unique<Base>();
-    convert::ConvertOptions o;
-    if (arch == "gptpy") {
-        o.checkpoint = fixture("gptpy/model.pt");
-        o.vocab_text = fixture("gptpy/vocab.txt");
-    } else {
-        o.checkpoint = fixture("nanogpt/ckpt.pt");
-        o.meta = fixture("nanogpt/meta.pkl");
-    }
-    o.out = b->dir.file(name);
-    o.write.dtype = dtype;
-    o.write.group_size = 64;
-    convert::convert(o);
-    b->model = Model::open(o.out);
+    const std::string out = arch == "gptpy" ? test::convert_gptpy(b->dir, dtype, name)
+                                            : test::convert_to(b->dir, fixture("nanogpt/ckpt.pt"), "meta", fixture("nanogpt/meta.pkl"), dtype, name);
+    b->model = Model::open(out);
     return b;
 }
 

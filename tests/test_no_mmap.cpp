@@ -22,6 +22,7 @@
 #include "runtime/error.h"
 #include "runtime/model.h"
 #include "runtime/session.h"
+#include "convert_util.h"
 #include "test_util.h"
 
 using namespace ember;
@@ -30,13 +31,7 @@ using ember::test::fixture;
 namespace {
 
 std::string convert_fixture(const test::TempDir& dir, convert::WeightDType dt, const std::string& name) {
-    convert::ConvertOptions o;
-    o.checkpoint = fixture("gptpy/model.pt");
-    o.vocab_text = fixture("gptpy/vocab.txt");
-    o.out = dir.file(name);
-    o.write.dtype = dt;
-    convert::convert(o);
-    return o.out;
+    return test::convert_gptpy(dir, dt, name);
 }
 
 LoadOptions no_mmap(bool mlock = false) {

@@ -25,6 +25,7 @@
 #include "runtime/stop_strings.h"
 #include "runtime/text_stream.h"
 #include "runtime/tokenizer.h"
+#include "convert_util.h"
 #include "test_util.h"
 
 // Counting every heap allocation of this test binary (operator new replaced globally), and
@@ -61,13 +62,7 @@ using ember::test::fixture;
 namespace {
 
 std::string convert_to(const test::TempDir& dir, convert::WeightDType dt, const std::string& name = "m.ember") {
-    convert::ConvertOptions o;
-    o.checkpoint = fixture("gptpy/model.pt");
-    o.vocab_text = fixture("gptpy/vocab.txt");
-    o.out = dir.file(name);
-    o.write.dtype = dt;
-    convert::convert(o);
-    return o.out;
+    return test::convert_gptpy(dir, dt, name);
 }
 
 }  // namespace

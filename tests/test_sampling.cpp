@@ -27,6 +27,7 @@
 #include "runtime/suggest.h"
 #include "runtime/text_stream.h"
 #include "runtime/tokenizer.h"
+#include "convert_util.h"
 #include "test_util.h"
 
 using namespace ember;
@@ -38,15 +39,7 @@ using ember::test::q;
 namespace {
 
 // The gpt.py fixture in f32 weights (the fixture's logits are f32 PyTorch).
-std::string convert_f32(const test::TempDir& dir) {
-    convert::ConvertOptions o;
-    o.checkpoint = fixture("gptpy/model.pt");
-    o.vocab_text = fixture("gptpy/vocab.txt");
-    o.out = dir.file("f32.ember");
-    o.write.dtype = convert::WeightDType::F32;
-    convert::convert(o);
-    return o.out;
-}
+std::string convert_f32(const test::TempDir& dir) { return test::convert_gptpy(dir, convert::WeightDType::F32, "f32.ember"); }
 
 std::vector<int> ints(const nlohmann::json& j) { return j.get<std::vector<int>>(); }
 std::vector<float> floats(const nlohmann::json& j) { return j.get<std::vector<float>>(); }

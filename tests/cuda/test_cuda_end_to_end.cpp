@@ -19,31 +19,13 @@
 #include "runtime/sampler.h"
 #include "runtime/session.h"
 #include "runtime/tokenizer.h"
+#include "../convert_util.h"
 #include "../test_util.h"
 
 using namespace ember;
 using ember::test::fixture;
 
 namespace {
-
-struct Converted {
-    test::TempDir dir;
-    std::unique_ptr<Model> model;
-};
-
-std::unique_ptr<Converted> convert_model(const std::string& ckpt, const std::string& vocab_flag, const std::string& vocab,
-                                         convert::WeightDType dtype, int group = 64) {
-    auto c = std::make_unique<Converted>();
-    convert::ConvertOptions o;
-    o.checkpoint = ckpt;
-    o.out = c->dir.file("m.ember");
-    (vocab_flag == "meta" ? o.meta : o.vocab_text) = vocab;
-    o.write.dtype = dtype;
-    o.write.group_size = group;
-    convert::convert(o);
-    c->model = Model::open(o.out);
-    return c;
-}
 
 std::vector<int> ids_of(const nlohmann::json& j) { return j.get<std::vector<int>>(); }
 
@@ -97,9 +79,9 @@ TEST_CASE("cuda end to end: fixtures' logits, greedy ids and eval loss against P
           {"nanogpt", "ckpt.pt", "meta", "meta.pkl"}}) {
         CAPTURE(dir);
         const auto ex = test::load_json(fixture(dir + "/expected.json"));
-        auto f32 = convert_model(fixture(dir + "/" + ckpt), flag, fixture(dir + "/" + vocab), convert::WeightDType::F32);
-        auto f16 = convert_model(fixture(dir + "/" + ckpt), flag, fixture(dir + "/" + vocab), convert::WeightDType::F16);
-        auto i8 = convert_model(fixture(dir + "/" + ckpt), flag, fixture(dir + "/" + vocab), convert::WeightDType::Int8);
+        auto f32 = test::open_converted(fixture(dir + "/" + ckpt), flag, fixture(dir + "/" + vocab), convert::WeightDType::F32);
+        auto f16 = test::open_converted(fixture(dir + "/" + ckpt), flag, fixture(dir + "/" + vocab), convert::WeightDType::F16);
+        auto i8 = test::open_converted(fixture(dir + "/" + ckpt), flag, fixture(dir + "/" + vocab), convert::WeightDType::Int8);
         const double e32 = cuda_logits_error(*f32->model, ex), e16 = cuda_logits_error(*f16->model, ex), e8 = cuda_logits_error(*i8->model, ex);
         MESSAGE("CUDA max abs logit error vs PyTorch: f32 ", e32, ", f16 ", e16, ", int8/64 ", e8);
         CHECK(e32 < 2e-2);
@@ -149,7 +131,7 @@ TEST_CASE("cuda context policies exact, shift, ring past block_size track the CP
     // Teacher-forced: both sessions get the CPU's greedy tokens, so one near-tie cannot make
     // the sequences part; each step's logits must agree within the fp16 tolerance.
     const auto ex = test::load_json(fixture("gptpy/expected.json"));
-    auto c = convert_model(fixture("gptpy/model.pt"), "text", fixture("gptpy/vocab.txt"), convert::WeightDType::F32);
+    auto c = test::open_converted(fixture("gptpy/model.pt"), "text", fixture("gptpy/vocab.txt"), convert::WeightDType::F32);
     const Model& m = *c->model;
     const int V = m.config().vocab_size, S = m.config().block_size;
     for (const ContextPolicy policy : {ContextPolicy::Exact, ContextPolicy::Shift, ContextPolicy::Ring}) {
@@ -182,9 +164,9 @@ TEST_CASE("cuda context policies exact, shift, ring past block_size track the CP
 
 namespace {
 
-std::unique_ptr<Converted> default_model(convert::WeightDType dtype) {
+std::unique_ptr<test::ConvertedModel> default_model(convert::WeightDType dtype) {
     const std::string root = test::source_dir() + "/models/";
-    return convert_model(root + "shakespeare_char.pt", "text", root + "shakespeare_char.vocab.txt", dtype);
+    return test::open_converted(root + "shakespeare_char.pt", "text", root + "shakespeare_char.vocab.txt", dtype);
 }
 
 }  // namespace

@@ -14,6 +14,7 @@
 #include "runtime/model.h"
 #include "runtime/sampler.h"
 #include "runtime/session.h"
+#include "../convert_util.h"
 #include "../test_util.h"
 
 // Counting every heap allocation of this test binary (operator new replaced globally).
@@ -36,15 +37,8 @@ using ember::test::fixture;
 
 namespace {
 
-std::unique_ptr<Model> convert_gptpy(const test::TempDir& dir, convert::WeightDType dt, int group = 64) {
-    convert::ConvertOptions o;
-    o.checkpoint = fixture("gptpy/model.pt");
-    o.vocab_text = fixture("gptpy/vocab.txt");
-    o.out = dir.file(std::string("m.") + convert::dtype_name(dt) + ".ember");
-    o.write.dtype = dt;
-    o.write.group_size = group;
-    convert::convert(o);
-    return Model::open(o.out);
+std::unique_ptr<Model> open_gptpy(const test::TempDir& dir, convert::WeightDType dt, int group = 64) {
+    return Model::open(test::convert_gptpy(dir, dt, std::string("m.") + convert::dtype_name(dt) + ".ember", group));
 }
 
 }  // namespace
@@ -54,7 +48,7 @@ TEST_CASE("cuda memory plan: weights as stored (int8 stays int8, no fp16 copy), 
     test::TempDir dir;
     for (const auto dt : {convert::WeightDType::F32, convert::WeightDType::F16, convert::WeightDType::Int8}) {
         CAPTURE(convert::dtype_name(dt));
-        auto model = convert_gptpy(dir, dt);
+        auto model = open_gptpy(dir, dt);
         const ModelConfig& c = model->config();
         for (const bool all_logits : {false, true}) {
             CAPTURE(all_logits);
@@ -90,7 +84,7 @@ TEST_CASE("cuda memory plan: weights as stored (int8 stays int8, no fp16 copy), 
 TEST_CASE("cuda decode allocates nothing per token: no heap allocation on the host, no device memory") {
     test::TempDir dir;
     for (const auto dt : {convert::WeightDType::F32, convert::WeightDType::Int8}) {
-        auto model = convert_gptpy(dir, dt);
+        auto model = open_gptpy(dir, dt);
         const int S = model->config().block_size;
         for (const auto policy : {ContextPolicy::Exact, ContextPolicy::Shift, ContextPolicy::Ring}) {
             CAPTURE(convert::dtype_name(dt));
