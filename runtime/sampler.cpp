@@ -45,12 +45,16 @@ int Sampler::sample(const float* logits, const int* recent, int n, float* penali
 
 int Sampler::sample(const float* logits) {
     const int V = V_;
-    if (opts_.temperature == 0.0f) {
-        return static_cast<int>(std::max_element(logits, logits + V) - logits);
-    }
     // A NaN logit (weights that overflow) is never drawn: it ranks as -inf, so every
     // comparison below is a strict weak order (std::sort and nth_element need one).
     auto key = [logits](int i) { return std::isnan(logits[i]) ? -INFINITY : logits[i]; };
+    if (opts_.temperature == 0.0f) {  // the first maximal key; id 0 when every logit is NaN
+        int best = 0;
+        for (int i = 1; i < V; ++i) {
+            if (key(i) > key(best)) best = i;
+        }
+        return best;
+    }
     // Candidates: all ids, or those whose logit is >= the k-th largest.
     int n = V;
     for (int i = 0; i < V; ++i) ids_[i] = i;

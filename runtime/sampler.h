@@ -1,5 +1,6 @@
 // Picking the next token from logits [V].
-//   temperature 0: greedy, the first maximal index (torch.argmax).
+//   temperature 0: greedy, the first maximal index (torch.argmax, except that a NaN ranks
+//     as -inf here, as below, where torch.argmax would return its index).
 //   otherwise: softmax(logits / temperature) restricted by
 //     top-k: keeps every logit >= the k-th largest (ties kept; k clamped to V; 0 = off),
 //     top-p: keeps the smallest set of most probable tokens whose probability sums to >= p

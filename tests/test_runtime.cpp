@@ -178,6 +178,22 @@ TEST_CASE("sampler: frequencies follow softmax(logits / T)") {
     CHECK(count[2] / double(n) == doctest::Approx(0.1863).epsilon(0.05));
 }
 
+TEST_CASE("sampler: greedy passes over NaN logits wherever they sit, keeps the first maximum, all NaN gives id 0") {
+    std::vector<float> probs(4);
+    std::vector<int> ids(4);
+    SamplerOptions o;
+    o.temperature = 0.0f;
+    Sampler s(o, 4, probs.data(), ids.data());
+    const float nan = std::nanf("");
+    const float first[] = {nan, 0.5f, 2.0f, 1.0f}, last[] = {0.5f, 2.0f, 1.0f, nan}, tie[] = {nan, 2.0f, nan, 2.0f},
+                all[] = {nan, nan, nan, nan}, inf[] = {nan, 1.0f, INFINITY, 3.0f};
+    CHECK(s.sample(first) == 2);
+    CHECK(s.sample(last) == 1);
+    CHECK(s.sample(tie) == 1);
+    CHECK(s.sample(all) == 0);
+    CHECK(s.sample(inf) == 2);
+}
+
 TEST_CASE("sampler: NaN logits (overflowing weights) are never drawn, +inf wins, all NaN gives a valid id") {
     const int V = 100;  // above std::sort's insertion-sort threshold, where a NaN comparator can run off the array
     std::vector<float> probs(V), logits(V);
