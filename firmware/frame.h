@@ -55,7 +55,9 @@ void encode_frame(const Frame& f, std::vector<uint8_t>& out);
 std::vector<uint8_t> encode_frame(const Frame& f);
 
 // Streaming decoder. feed() appends bytes; next() returns complete, valid frames one at a
-// time. Memory is bounded: at most kMaxFrame bytes are buffered.
+// time. Memory is bounded by the caller's loop: next() returns false only when what stays
+// buffered is the start of one frame (at most kMaxFrame bytes), so a caller that calls next()
+// until false after each feed holds at most kMaxFrame + n bytes.
 class FrameDecoder {
 public:
     FrameDecoder();

@@ -136,6 +136,10 @@ CudaBackend::CudaBackend(const Model& model, const SessionOptions& opts) : model
             EMBER_CUDA_CHECK(cudaMemcpy(at, src, bytes, cudaMemcpyHostToDevice));
             return at;
         }, w_);
+        // The memset and the copies ran on the legacy default stream, and a copy from pageable
+        // memory (the mapped file) may return before its DMA lands; stream_ is non-blocking, so
+        // nothing orders them before its first kernel: wait for them here.
+        EMBER_CUDA_CHECK(cudaDeviceSynchronize());
         EMBER_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
         EMBER_CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&h_step_), (4 + S) * sizeof(int)));
         EMBER_CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&h_logits_), static_cast<size_t>(plan_.logit_rows) * V * sizeof(float)));

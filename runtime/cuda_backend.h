@@ -1,7 +1,9 @@
 // The CUDA backend (backend.h) on an NVIDIA GPU, built with EMBER_CUDA into the module
 // libember-cuda.so (cuda_module.h). Same contract as the CPU backend, computed with the
 // kernels of kernels/cuda: fp16 activations with f32 accumulation, an f32 residual
-// stream, f32 LayerNorm statistics and softmax, f32 logits.
+// stream, f32 LayerNorm statistics and softmax, f32 logits. qkv and the MLP hidden layer are
+// stored in fp16: a value past 65504 becomes inf there (kernels/cuda/linear.cuh), where the CPU
+// backend stays finite.
 //
 // Memory: one cudaMalloc at construction holds the weights as stored in the file (int8 stays
 // int8; no second fp16 copy) and the planned arena (CudaPlan); pinned host buffers for ids,

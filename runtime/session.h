@@ -115,7 +115,8 @@ private:
 };
 
 // Cpu or Cuda: Auto is Cuda when a GPU device node exists, the CUDA module loads and finds a
-// device; else Cpu, without a word. With an adapter (LoRA runs on the CPU) Auto is Cpu.
+// device; else Cpu, without a word. With an adapter (LoRA runs on the CPU) or a caller-owned
+// arena (SessionOptions::arena, CPU memory) Auto is Cpu.
 BackendKind resolve_backend(BackendKind b, const SessionOptions& opts = {});
 // A session for `model` on `backend`. Throws ember::Error, e.g. for Cuda: the module cannot
 // be loaded, "no CUDA device found", or an adapter (CPU only).

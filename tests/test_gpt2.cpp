@@ -223,7 +223,7 @@ TEST_CASE("Hugging Face GPT-2 (safetensors, pytorch_model.bin zip and legacy): l
         // Greedy over the real rows only, past block_size, equals PyTorch's: with the f32 cache
         // (the exact run) and with the default f16 cache (these fixtures have no near ties).
         for (KvDType kv : {KvDType::F32, KvDType::F16}) {
-            CAPTURE(kernels::kv_dtype_name(kv));
+            CAPTURE(std::string(kernels::kv_dtype_name(kv)));
             SessionOptions so;
             so.threads = 2;
             so.kv_cache = kv;

@@ -72,7 +72,7 @@ TEST_CASE("convert() writes, tensor by tensor, the bytes write_ember writes from
             for (const int group : {64, 0, 5}) {
                 if (group != 64 && dtype != convert::WeightDType::Int8) continue;
                 CAPTURE(c.checkpoint);
-                CAPTURE(convert::dtype_name(dtype));
+                CAPTURE(std::string(convert::dtype_name(dtype)));
                 CAPTURE(group);
                 test::TempDir dir;
                 convert::ConvertOptions o;

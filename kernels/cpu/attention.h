@@ -42,14 +42,15 @@ struct AttentionShape {
     size_t head_stride() const { return kv_head ? kv_head : static_cast<size_t>(head_size); }
 };
 
-// Plain reference, double accumulation. scores: [n_keys0 + T - 1] scratch.
+// Plain reference, double accumulation (allocates its own scores).
 void attention_ref(const float* q, const float* k, const float* v, const AttentionShape& s, float* out);
 
 // Queries a prefill takes at once where the level has four-query loops (avx2, neon).
 constexpr int kAttentionQueryBlock = 4;
 
 // Fast: (t, h) pairs split across the pool; scores [pool.size(), max keys] caller-owned
-// scratch with row stride `scores_ld`. With scores_ld >= kAttentionQueryBlock * max keys
+// scratch with row stride `scores_ld` >= max keys (not checked: the caller sizes it at load,
+// docs/kernels.md). With scores_ld >= kAttentionQueryBlock * max keys
 // (max keys = n_keys0 + T - 1) and T >= kAttentionQueryBlock, a level with four-query loops
 // takes (4 queries, head) items: each cache row is loaded (and widened) once for four queries. Allocates nothing. The q.k, softmax and weighted-sum
 // loops are those of cpu_level() (cpu_features.h: AVX2 + FMA on x86-64, NEON on aarch64, else

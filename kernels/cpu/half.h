@@ -44,8 +44,9 @@ inline uint16_t float_to_half(float f) {
         if (ax < 0x33000000u) return sign;  // rounds to zero
         const uint32_t e = ax >> 23;
         const uint32_t m = (ax & 0x7fffffu) | 0x800000u;
-        const uint32_t shift = 126 - e;  // 14 - (e - 127) + 13 - 1 ... aligns to the 2^-24 unit
-        uint32_t q = m >> (shift - 0);
+        // x = m * 2^(e - 150); in half's subnormal unit 2^-24 that is m * 2^(e - 126).
+        const uint32_t shift = 126 - e;
+        uint32_t q = m >> shift;
         const uint32_t rem = m & ((1u << shift) - 1);
         const uint32_t half = 1u << (shift - 1);
         if (rem > half || (rem == half && (q & 1u))) ++q;

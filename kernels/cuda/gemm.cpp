@@ -1,5 +1,8 @@
 #include "kernels/cuda/gemm.h"
 
+#include <cstdint>
+#include <utility>
+
 #include "kernels/cuda/check.h"
 
 namespace ember::cuda {
@@ -55,6 +58,9 @@ void Gemm::make_plan(int T, int N, int K, Plan& p) {
 
 void Gemm::run(const __half* x, int T, const __half* w, int N, int K, float* y, cudaStream_t stream) {
     if (T < 1 || N < 1 || K < 1) fail("gemm: shape T ", T, ", N ", N, ", K ", K, " must be positive");
+    for (const auto& [name, ptr] : {std::pair<const char*, const void*>{"x", x}, {"w", w}, {"y", y}}) {
+        if (reinterpret_cast<uintptr_t>(ptr) % kAlign != 0) fail("gemm: ", name, " at ", ptr, " is not ", kAlign, "-byte aligned");
+    }
     Plan* plan = nullptr;
     for (Plan& p : plans_) {
         if (p.op && p.T == T && p.N == N && p.K == K) plan = &p;

@@ -15,6 +15,8 @@ namespace ember::cuda {
 
 class Gemm {
 public:
+    static constexpr size_t kAlign = 256;  // bytes, every pointer run() takes
+
     // workspace: device memory of workspace_bytes (planned by the caller; may be 0 bytes).
     // Throws ember::Error if cuBLASLt cannot be initialized.
     Gemm(void* workspace, size_t workspace_bytes);
@@ -22,8 +24,10 @@ public:
     Gemm(const Gemm&) = delete;
     Gemm& operator=(const Gemm&) = delete;
 
-    // y [T, N] f32 = x [T, K] fp16 @ w [N, K]^T fp16. Device pointers, 16-byte aligned.
-    // Throws ember::Error (naming the call) if cuBLASLt refuses or finds no algorithm.
+    // y [T, N] f32 = x [T, K] fp16 @ w [N, K]^T fp16. Device pointers, 256-byte aligned
+    // (kAlign: the alignment cuBLASLt's heuristic assumes when none is given, and that the
+    // algorithm it picks may need). Throws ember::Error (naming the call) on a misaligned
+    // pointer, or if cuBLASLt refuses or finds no algorithm.
     void run(const __half* x, int T, const __half* w, int N, int K, float* y, cudaStream_t stream);
 
 private:

@@ -9,6 +9,9 @@
 // f32 weights are first expanded by dequantize_f16 into a planned scratch, one matrix at a
 // time), into an f32 buffer; linear_epilogue then adds the bias, applies the activation and
 // stores fp16 or adds into f32.
+// An fp16 output rounds as __float2half does: a value past +-65504 (fp16's largest) becomes
+// +-inf, which attention then turns into NaN logits (the sampler never draws those; the CPU
+// backend, f32 throughout, keeps such a model finite).
 #pragma once
 
 #include <cuda_fp16.h>

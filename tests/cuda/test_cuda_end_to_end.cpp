@@ -135,7 +135,7 @@ TEST_CASE("cuda context policies exact, shift, ring past block_size track the CP
     const Model& m = *c->model;
     const int V = m.config().vocab_size, S = m.config().block_size;
     for (const ContextPolicy policy : {ContextPolicy::Exact, ContextPolicy::Shift, ContextPolicy::Ring}) {
-        CAPTURE(context_policy_name(policy));
+        CAPTURE(std::string(context_policy_name(policy)));
         Session cpu(m, options(policy));
         auto gpu_owner = make_session(m, options(policy), BackendKind::Cuda);
         Session& gpu = *gpu_owner;
@@ -246,7 +246,7 @@ TEST_CASE("cuda default model: eval loss on tinyshakespeare's val split within 0
     REQUIRE_MESSAGE(!bytes.empty(), "missing ", text, " (set EMBER_SHARED_DIR)");
     const auto report = test::load_json(test::source_dir() + "/models/shakespeare_char.pt.json");
     for (const auto dtype : {convert::WeightDType::F32, convert::WeightDType::Int8}) {
-        CAPTURE(convert::dtype_name(dtype));
+        CAPTURE(std::string(convert::dtype_name(dtype)));
         auto c = default_model(dtype);
         const Model& m = *c->model;
         const CharTokenizer tok(m.code_points());

@@ -17,6 +17,7 @@
 #include "kernels/cuda/gemm.h"
 #include "kernels/cuda/layernorm.cuh"
 #include "kernels/cuda/linear.cuh"
+#include "runtime/error.h"
 
 using namespace ember;
 using kernels::WType;
@@ -120,7 +121,7 @@ TEST_CASE("cuda linear_gemv: f32, f16, int8 weights, bias, activations, fp16 and
             // int8 groups: 32, 48 and a whole row take the 16-byte path; 12 the 4-byte one.
             for (const int group : {32, 0, 48, 12}) {
                 if (type != WType::I8 && group != 0) continue;
-                CAPTURE(test::wtype_name(type));
+                CAPTURE(std::string(test::wtype_name(type)));
                 CAPTURE(K);
                 CAPTURE(group);
                 const int N = 70;
@@ -165,7 +166,7 @@ TEST_CASE("cuda layernorm_linear_gemv (decode: LayerNorm fused in front) vs laye
     for (const WType type : {WType::F32, WType::F16, WType::I8}) {
         for (const int K : {96, 50, 384}) {
             for (const bool ln_bias : {true, false}) {
-                CAPTURE(test::wtype_name(type));
+                CAPTURE(std::string(test::wtype_name(type)));
                 CAPTURE(K);
                 CAPTURE(ln_bias);
                 const int N = 70;
@@ -197,7 +198,7 @@ TEST_CASE("cuda dequantize_f16: int8 groups and f32 expand to the fp16 of dequan
     std::mt19937 rng(4);
     const int N = 33, K = 72;
     for (const WType type : {WType::I8, WType::F32, WType::F16}) {
-        CAPTURE(test::wtype_name(type));
+        CAPTURE(std::string(test::wtype_name(type)));
         test::TestWeight w(test::random_vec(static_cast<size_t>(N) * K, rng), N, K, type, 24);
         DeviceBuffer<uint16_t> d_out(static_cast<size_t>(N) * K);
         cuda::dequantize_f16(w.device, as_half(d_out), nullptr);
@@ -227,6 +228,9 @@ TEST_CASE("cuda gemm (cuBLASLt) + epilogue: [T, K] x [N, K]^T with bias, activat
         DeviceBuffer<float> d_b(bias), d_y(static_cast<size_t>(T) * N);
         const auto scale = abs_scale(x, T, w.host);
         gemm.run(as_half(d_x), T, static_cast<const __half*>(w.device.data), N, K, d_y.get(), nullptr);
+        // An x 16 bytes into its buffer: cuBLASLt's algorithm may assume 256-byte alignment.
+        CHECK_THROWS_WITH_AS(gemm.run(as_half(d_x) + 8, T, static_cast<const __half*>(w.device.data), N, K, d_y.get(), nullptr),
+                             doctest::Contains("x at"), ember::Error);
         const auto raw = d_y.download();
         const auto ref_raw = linear_act_ref(x, T, w.host, nullptr, cuda::Act::None);
         int bad = 0;

@@ -47,7 +47,7 @@ TEST_SUITE("cuda-host") {
 TEST_CASE("cuda memory plan: weights as stored (int8 stays int8, no fp16 copy), regions aligned and disjoint") {
     test::TempDir dir;
     for (const auto dt : {convert::WeightDType::F32, convert::WeightDType::F16, convert::WeightDType::Int8}) {
-        CAPTURE(convert::dtype_name(dt));
+        CAPTURE(std::string(convert::dtype_name(dt)));
         auto model = open_gptpy(dir, dt);
         const ModelConfig& c = model->config();
         for (const bool all_logits : {false, true}) {
@@ -87,8 +87,8 @@ TEST_CASE("cuda decode allocates nothing per token: no heap allocation on the ho
         auto model = open_gptpy(dir, dt);
         const int S = model->config().block_size;
         for (const auto policy : {ContextPolicy::Exact, ContextPolicy::Shift, ContextPolicy::Ring}) {
-            CAPTURE(convert::dtype_name(dt));
-            CAPTURE(context_policy_name(policy));
+            CAPTURE(std::string(convert::dtype_name(dt)));
+            CAPTURE(std::string(context_policy_name(policy)));
             SessionOptions so;
             so.policy = policy;
             auto s_owner = make_session(*model, so, BackendKind::Cuda);
