@@ -98,10 +98,12 @@ const CudaModuleApi* load_module(std::string* why) {
         const CudaModuleApi* api = fn ? fn() : nullptr;
         if (!api) {
             *why = printable(c, 200) + " is not ember's CUDA module (no " + kCudaModuleSymbol + ")";
+            dlclose(h);  // a foreign library (and the CUDA runtime it drew in) does not stay mapped
             return nullptr;
         }
         if (api->abi != cuda_module_abi()) {
             *why = printable(c, 200) + " was built from another version of ember (rebuild it with this one)";
+            dlclose(h);
             return nullptr;
         }
         return api;
@@ -111,6 +113,7 @@ const CudaModuleApi* load_module(std::string* why) {
             auto fn = reinterpret_cast<EmberCudaModuleFn>(dlsym(h, kCudaModuleSymbol));
             const CudaModuleApi* api = fn ? fn() : nullptr;
             if (api && api->abi == cuda_module_abi()) return api;
+            dlclose(h);
             *why = std::string(kCudaModuleFile) + " on the library path is not this ember's CUDA module";
             return nullptr;
         }

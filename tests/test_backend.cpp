@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include <cstdlib>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -107,6 +108,15 @@ TEST_CASE("make_session: cpu gives the CPU backend, auto without a GPU is the CP
         CHECK_FALSE(cuda_available());
         const std::string want = "cannot load " + junk;
         CHECK_THROWS_WITH_AS(make_session(*model, so, BackendKind::Cuda), doctest::Contains(want.c_str()), Error);
+    }
+    // Shared libraries that are not this build's module: refused with the reason, and unloaded.
+    for (const auto& [path, reason] : {std::pair<std::string, std::string>{EMBER_FAKE_MODULE_NOSYM, "is not ember's CUDA module"},
+                                       {EMBER_FAKE_MODULE_OLDABI, "was built from another version of ember"}}) {
+        CAPTURE(path);
+        ScopedEnv env("EMBER_CUDA_MODULE", path.c_str());
+        CHECK_FALSE(cuda_available());
+        CHECK_THROWS_WITH_AS(make_session(*model, so, BackendKind::Cuda), doctest::Contains(reason.c_str()), Error);
+        CHECK(test::read_file("/proc/self/maps").find(path) == std::string::npos);
     }
     // The one Session type serves every backend.
     Session& g = *cpu;

@@ -200,6 +200,8 @@ void check_x(const void* x, const char* what) {
 
 void check_view(const kernels::WeightView& w, const char* what) {
     if (w.rows < 1 || w.cols < 1 || !w.data) fail(what, ": empty weight [", w.rows, ", ", w.cols, "]");
+    // The narrow paths read W as char4 (int8), __half2 (f16) or float: 4 bytes at a time.
+    if (reinterpret_cast<uintptr_t>(w.data) % 4 != 0) fail(what, ": weight at ", w.data, " is not 4-byte aligned");
     if (w.type == kernels::WType::I8 && (w.group_size < 1 || w.group_size > w.cols || !w.scales))
         fail(what, ": int8 weight [", w.rows, ", ", w.cols, "] with group_size ", w.group_size, " or no scales");
 }
