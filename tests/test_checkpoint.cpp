@@ -236,6 +236,13 @@ TEST_CASE("unpickler: malformed pickles give errors, never crashes") {
     CHECK_NOTHROW(unpickle("]q\x00h\x00" "a."s));
     CHECK_NOTHROW(unpickle(std::string(100000, ']') + std::string(99999, 'a') + "."));
     CHECK_THROWS_WITH_AS(unpickle(std::string(70000, '(') + "."), Contains("too many nested MARKs"), ember::Error);
+    // 2 MB of None-and-POP pairs: at most 2^20 values, not 230 bytes for each of them.
+    std::string many;
+    for (int i = 0; i <= (1 << 20); ++i) many += "N0";
+    CHECK_THROWS_WITH_AS(unpickle(many + "N."), Contains("more values than any checkpoint holds"), ember::Error);
+    // One value memoized 2^20 + 1 times (MEMOIZE): the memo stops at 2^20 entries.
+    CHECK_THROWS_WITH_AS(unpickle("N" + std::string((1 << 20) + 1, '\x94') + "."), Contains("the memo grows past its limit"),
+                         ember::Error);
 }
 
 TEST_CASE("unpickler: every truncation and many byte flips of the real data.pkl fail cleanly") {
