@@ -134,7 +134,7 @@ int cmd_convert(convert::ConvertOptions opts) {
         std::fflush(stdout);
         std::fprintf(stderr, "ember: %s\n", r.scale_note.c_str());
     }
-    std::printf("wrote %s (%s)\n", opts.out.c_str(), convert::dtype_name(opts.write.dtype));
+    std::printf("wrote %s (%s)\n", opts.out.c_str(), kernels::wtype_name(opts.write.dtype));
     return 0;
 }
 
@@ -184,7 +184,7 @@ nlohmann::json info_json(const Model& model, const std::string& model_path, int 
     j["source"] = model.provenance();
     nlohmann::json tensors = nlohmann::json::array();
     for (const auto& t : model.tensors()) {
-        tensors.push_back({{"name", t.name}, {"shape", t.shape}, {"dtype", t.dtype}, {"group_size", t.group_size}, {"bytes", t.bytes}});
+        tensors.push_back({{"name", t.name}, {"shape", t.shape}, {"dtype", kernels::wtype_name(t.dtype)}, {"group_size", t.group_size}, {"bytes", t.bytes}});
     }
     j["tensors"] = std::move(tensors);
     j["weight_bytes"] = model.weight_bytes();
@@ -237,7 +237,7 @@ int cmd_info(const std::string& model_path, int threads_requested, bool json) {
         std::string shape = "[";
         for (size_t i = 0; i < t.shape.size(); ++i) shape += (i ? "," : "") + std::to_string(t.shape[i]);
         shape += "]";
-        std::printf("%-22s %-14s %-5s %6s %10llu\n", t.name.c_str(), shape.c_str(), t.dtype.c_str(),
+        std::printf("%-22s %-14s %-5s %6s %10llu\n", t.name.c_str(), shape.c_str(), kernels::wtype_name(t.dtype),
                     t.group_size ? std::to_string(t.group_size).c_str() : "-", static_cast<unsigned long long>(t.bytes));
     }
     const int threads = resolve_threads(threads_requested);

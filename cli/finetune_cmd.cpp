@@ -41,7 +41,7 @@ int merge(const FinetuneArgs& a) {
     const convert::WriteReport r = convert::merge_adapter(*model, *adapter, a.adapter, a.out);
     std::printf("merged %s (rank %d, alpha %g) into %s: %llu bytes, weights as %s\n", printable(a.adapter, 200).c_str(),
                 adapter->rank(), adapter->alpha(), printable(a.out, 200).c_str(), static_cast<unsigned long long>(r.file_bytes),
-                r.tensors.empty() ? "?" : r.tensors.front().dtype.c_str());
+                r.tensors.empty() ? "?" : kernels::wtype_name(r.tensors.front().dtype));
     return 0;
 }
 

@@ -292,7 +292,7 @@ std::string format_summary(const ConvertResult& r) {
         for (size_t i = 0; i < t.shape.size(); ++i) shape += (i ? "," : "") + std::to_string(t.shape[i]);
         shape += "]";
         std::snprintf(line, sizeof line, "%-22s %-14s %-5s %-5s %6s %10llu %11.3e %9.2e\n", t.name.c_str(), shape.c_str(),
-                      t.source_dtype.c_str(), t.dtype.c_str(), t.group_size ? std::to_string(t.group_size).c_str() : "-",
+                      t.source_dtype.c_str(), kernels::wtype_name(t.dtype), t.group_size ? std::to_string(t.group_size).c_str() : "-",
                       static_cast<unsigned long long>(t.bytes), t.error.max_abs, t.error.rel_rms);
         os << line;
     }

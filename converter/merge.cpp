@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <map>
+#include <optional>
 
 #include "kernels/cpu/weights.h"
 #include "runtime/error.h"
@@ -53,7 +54,7 @@ WriteReport merge_adapter(const Model& model, const LoraAdapter& adapter, const 
     WriteOptions wo;
     wo.group_size = 0;
     bool whole_rows = true;
-    std::string dtype;
+    std::optional<WeightDType> dtype;
     for (const TensorInfo& t : model.tensors()) {
         CanonicalTensor ct;
         ct.name = t.name;
@@ -62,11 +63,14 @@ WriteReport merge_adapter(const Model& model, const LoraAdapter& adapter, const 
         if (t.shape.size() == 2) {
             const kernels::WeightView& v = mats.at(t.name);
             ct.values = dequantize(v);
-            if (dtype.empty()) dtype = t.dtype;
+            if (!dtype) dtype = t.dtype;
             // the converter's --group-size, clamped to each row: the largest stored group
             wo.group_size = std::max(wo.group_size, static_cast<int>(t.group_size));
-            if (t.dtype != dtype) fail(printable(t.name), ": mixed weight dtypes (", dtype, ", ", t.dtype, ") cannot be merged into one");
-            if (t.dtype == "int8" && static_cast<int>(t.group_size) != v.cols) whole_rows = false;
+            if (t.dtype != *dtype) {
+                fail(printable(t.name), ": mixed weight dtypes (", kernels::wtype_name(*dtype), ", ", kernels::wtype_name(t.dtype),
+                     ") cannot be merged into one");
+            }
+            if (t.dtype == WeightDType::I8 && static_cast<int>(t.group_size) != v.cols) whole_rows = false;
             auto it = adapted.find(t.name);
             if (it != adapted.end()) {
                 const int l = it->second.first;
@@ -89,8 +93,8 @@ WriteReport merge_adapter(const Model& model, const LoraAdapter& adapter, const 
         }
         cm.tensors.push_back(std::move(ct));
     }
-    wo.dtype = parse_dtype(dtype);
-    if (wo.dtype == WeightDType::Int8 && whole_rows) wo.group_size = 0;
+    wo.dtype = dtype.value_or(WeightDType::F32);
+    if (wo.dtype == WeightDType::I8 && whole_rows) wo.group_size = 0;
     ProvenanceInfo prov;
     prov.source_file = file_name(model.path()) + " + LoRA " + file_name(adapter_path);
     prov.source_sha256 = sha256_file(model.path());

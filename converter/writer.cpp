@@ -13,6 +13,7 @@
 #include <new>
 
 #include "ember_generated.h"
+#include "runtime/file_dtype.h"
 #include "kernels/cpu/half.h"
 #include "runtime/error.h"
 #include "runtime/memory.h"
@@ -25,15 +26,10 @@ namespace ember::convert {
 WeightDType parse_dtype(const std::string& s) {
     if (s == "f32") return WeightDType::F32;
     if (s == "f16") return WeightDType::F16;
-    if (s == "int8") return WeightDType::Int8;
+    if (s == "int8") return WeightDType::I8;
     fail("--dtype '", s, "' is unknown (f32, f16 or int8)");
 }
 
-const char* dtype_name(WeightDType d) { return d == WeightDType::F32 ? "f32" : d == WeightDType::F16 ? "f16" : "int8"; }
-
-namespace {
-const char* dtype_name(fb::DType d) { return d == fb::DType::F32 ? "f32" : d == fb::DType::F16 ? "f16" : "int8"; }
-}  // namespace
 
 namespace {
 
@@ -142,7 +138,7 @@ TensorReport convert_tensor(const CanonicalTensor& t, const std::vector<float>& 
             return q.q[i] * q.scales[r0 * gpr + c0 / q.group_size];
         });
     }
-    r.dtype = p.dtype == fb::DType::F32 ? "f32" : p.dtype == fb::DType::F16 ? "f16" : "int8";
+    r.dtype = wtype_of(p.dtype);
     r.group_size = static_cast<int>(p.group_size);
     r.bytes = p.data_size + p.scales_size;
     r.error = err.result();
@@ -273,7 +269,7 @@ WriteReport write_ember(const CanonicalModel& model, const TokenizerSpec& tokeni
                 // one tensor is held at a time: its f32 values and its stored form
                 const uint64_t f32 = numel(t) * sizeof(float), stored = placed[k].data_size + placed[k].scales_size;
                 fail("out of memory at tensor '", t.name, "' (", numel(t), " values): holding it as f32 (", memory_size_text(f32), ") and as ",
-                     dtype_name(placed[k].dtype), " (", memory_size_text(stored), ") needs about ", memory_size_text(f32 + stored),
+                     kernels::wtype_name(wtype_of(placed[k].dtype)), " (", memory_size_text(stored), ") needs about ", memory_size_text(f32 + stored),
                      " (std::bad_alloc)");
             }
         }

@@ -17,15 +17,18 @@
 
 #include "converter/arch.h"
 #include "converter/quantize.h"
+#include "kernels/cpu/weights.h"
 
 namespace ember::convert {
 
-enum class WeightDType { F32, F16, Int8 };
-WeightDType parse_dtype(const std::string& s);  // f32 | f16 | int8
-const char* dtype_name(WeightDType d);
+// The stored weights' dtype: the kernels' one enum (kernels/cpu/weights.h; its names:
+// kernels::wtype_name).
+using WeightDType = kernels::WType;
+// --dtype's value: "f32" | "f16" | "int8". Throws ember::Error naming the choices.
+WeightDType parse_dtype(const std::string& s);
 
 struct WriteOptions {
-    WeightDType dtype = WeightDType::Int8;
+    WeightDType dtype = WeightDType::I8;
     int group_size = 64;  // int8: elements per scale along a row; 0 = a whole row
     bool verify = true;   // refuse a file Model::open refuses; false only for tests that need one
     // Told the temporary file's path (OUT.tmp-PID) before it is created, and nullptr once it
@@ -43,7 +46,7 @@ struct ProvenanceInfo {
 struct TensorReport {
     std::string name;
     std::vector<int64_t> shape;
-    std::string dtype;        // as stored
+    WeightDType dtype = WeightDType::F32;  // as stored
     std::string source_dtype; // as in the checkpoint
     int group_size = 0;
     uint64_t bytes = 0;

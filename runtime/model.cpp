@@ -18,6 +18,7 @@
 #include <new>
 
 #include "ember_generated.h"
+#include "runtime/file_dtype.h"
 #include "kernels/cpu/cpu_features.h"
 #include "runtime/error.h"
 #include "runtime/memory.h"
@@ -65,7 +66,6 @@ constexpr uint64_t kMaxElements = (1ull << 31) - 1;
 constexpr uint32_t kMaxLayers = 1024;
 
 size_t dtype_bytes(fb::DType d) { return d == fb::DType::F32 ? 4 : d == fb::DType::F16 ? 2 : 1; }
-const char* dtype_name(fb::DType d) { return d == fb::DType::F32 ? "f32" : d == fb::DType::F16 ? "f16" : "int8"; }
 
 // The index of the first of n IEEE values (bit patterns: f32 as uint32_t, f16 as uint16_t)
 // whose exponent field is all ones (an inf or a NaN), or n when every one is finite. Blocks
@@ -480,7 +480,7 @@ void Model::verify_and_view(bool require_checksum) {
         }
         const fb::DType dt = t->dtype();
         if (dt != fb::DType::F32 && dt != fb::DType::F16 && dt != fb::DType::I8) fail(f, ": tensor '", name, "' has unknown dtype ", int(dt));
-        if (e.vector() && dt != fb::DType::F32) fail(f, ": tensor '", name, "' is ", dtype_name(dt), " but 1-D tensors are stored as f32");
+        if (e.vector() && dt != fb::DType::F32) fail(f, ": tensor '", name, "' is ", kernels::wtype_name(wtype_of(dt)), " but 1-D tensors are stored as f32");
         const uint64_t rows = e.vector() ? 1 : static_cast<uint64_t>(shape[0]);
         const uint64_t cols = static_cast<uint64_t>(e.vector() ? shape[0] : shape[1]);
         const uint64_t want_bytes = rows * cols * dtype_bytes(dt);
@@ -520,7 +520,7 @@ void Model::verify_and_view(bool require_checksum) {
         }
         found[name] = {v};
         std::vector<uint32_t> shape32(shape.begin(), shape.end());
-        tensors_.push_back({name, shape32, dtype_name(dt), dt == fb::DType::I8 ? t->group_size() : 0, bytes});
+        tensors_.push_back({name, shape32, wtype_of(dt), dt == fb::DType::I8 ? t->group_size() : 0, bytes});
     }
     for (const CanonicalEntry& e : canonical) {
         if (e.required && !found.count(e.name)) fail(f, ": required tensor '", e.name, "' is missing");

@@ -92,7 +92,7 @@ struct ModelWeights {
 struct TensorInfo {
     std::string name;
     std::vector<uint32_t> shape;
-    std::string dtype;  // "f32" | "f16" | "int8"
+    kernels::WType dtype = kernels::WType::F32;
     uint32_t group_size = 0;
     uint64_t bytes = 0;  // data + scales
 };

@@ -33,7 +33,7 @@ inline std::string convert_to(const TempDir& dir, const std::string& ckpt, const
 }
 
 // The gpt.py fixture (tests/fixtures/gptpy: model.pt, vocab.txt) in dir/name.
-inline std::string convert_gptpy(const TempDir& dir, convert::WeightDType dtype = convert::WeightDType::Int8,
+inline std::string convert_gptpy(const TempDir& dir, convert::WeightDType dtype = convert::WeightDType::I8,
                                  const std::string& name = "m.ember", int group = 64) {
     return convert_to(dir, fixture("gptpy/model.pt"), "text", fixture("gptpy/vocab.txt"), dtype, name, group);
 }

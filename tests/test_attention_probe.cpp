@@ -106,7 +106,7 @@ TEST_CASE("attention probe: f32 weights equal PyTorch's wei for gpt.py, nanoGPT 
 TEST_CASE("attention probe: int8 weights give proper rows close to the f32 model's, and a prefix prompt gives the prefix of the weights") {
     const nlohmann::json& e = expected()["gptpy"];
     auto f32 = convert_entry(e, convert::WeightDType::F32);
-    auto i8 = convert_entry(e, convert::WeightDType::Int8);
+    auto i8 = convert_entry(e, convert::WeightDType::I8);
     const auto ids = e["ids"].get<std::vector<int>>();
     const AttentionWeights a = attention_weights(*f32->model, ids, 1), b = attention_weights(*i8->model, ids, 1);
     check_rows(b);

@@ -42,7 +42,7 @@ std::string good_file(const test::TempDir& dir, bool bpe) {
         o.vocab_text = fixture("gptpy/vocab.txt");
     }
     o.out = dir.file(bpe ? "good_bpe.ember" : "good.ember");
-    o.write.dtype = convert::WeightDType::Int8;
+    o.write.dtype = convert::WeightDType::I8;
     convert::convert(o);
     return test::read_file(o.out);
 }

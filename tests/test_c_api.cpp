@@ -25,12 +25,12 @@ namespace {
 
 // A model converted once per test case into dir.
 std::string gptpy(const ember::test::TempDir& dir) {
-    return ember::test::convert_gptpy(dir, ember::convert::WeightDType::Int8, "gptpy.ember");
+    return ember::test::convert_gptpy(dir, ember::convert::WeightDType::I8, "gptpy.ember");
 }
 std::string shakespeare(const ember::test::TempDir& dir) {
     const std::string root = ember::test::source_dir() + "/models/";
     return ember::test::convert_to(dir, root + "shakespeare_char.pt", "text", root + "shakespeare_char.vocab.txt",
-                                   ember::convert::WeightDType::Int8, "shakespeare_char.ember");
+                                   ember::convert::WeightDType::I8, "shakespeare_char.ember");
 }
 
 // A buffer of `size` bytes at a 64-byte aligned address (plus `offset`).

@@ -56,7 +56,7 @@ std::string make_bpe_model(const test::TempDir& dir, const std::string& name) {
     for (size_t i = 0; i < emoji.size(); ++i) bias[static_cast<size_t>(emoji[i])] = i == 0 ? 14.0f : 13.0f;
     for (int i = 50257; i < V; ++i) bias[static_cast<size_t>(i)] = 1000.0f;
     const std::string path = dir.file(name + ".ember");
-    convert::write_ember(cm, spec, {"random", "", "GPT-2"}, {convert::WeightDType::Int8, 64}, path);
+    convert::write_ember(cm, spec, {"random", "", "GPT-2"}, {convert::WeightDType::I8, 64}, path);
     return path;
 }
 

@@ -41,7 +41,7 @@ TEST_CASE("default model: f32 eval loss equals PyTorch's, int8 within 0.02 of f3
     const std::string text = test::shared_dir() + "/data/tinyshakespeare.txt";
     test::TempDir dir;
     EvalResult loss[2];
-    const convert::WeightDType dtypes[2] = {convert::WeightDType::F32, convert::WeightDType::Int8};
+    const convert::WeightDType dtypes[2] = {convert::WeightDType::F32, convert::WeightDType::I8};
     for (int i = 0; i < 2; ++i) {
         convert::ConvertOptions o;
         o.checkpoint = root + "shakespeare_char.pt";

@@ -148,7 +148,7 @@ TEST_CASE("decode steps on the caller alone or on the pool (ThreadChoice's probe
     // alone (thread_choice.h). Rows and heads are split between threads, never a sum, so every
     // logit equals the 1-thread session's.
     const auto ex = test::load_json(fixture("gptpy/expected.json"));
-    auto c = test::open_converted(fixture("gptpy/model.pt"), "text", fixture("gptpy/vocab.txt"), convert::WeightDType::Int8);
+    auto c = test::open_converted(fixture("gptpy/model.pt"), "text", fixture("gptpy/vocab.txt"), convert::WeightDType::I8);
     const Model& m = *c->model;
     const int V = m.config().vocab_size;
     SessionOptions one, two;
@@ -252,11 +252,11 @@ TEST_CASE("f16 and int8 weights stay close to PyTorch's f32 logits") {
         const auto ex = test::load_json(fixture(dir + "/expected.json"));
         auto f16 = test::open_converted(fixture(dir + "/" + ckpt), flag, fixture(dir + "/" + vocab), convert::WeightDType::F16);
         CHECK(logits_error(*f16->model, ex, KvDType::F16) < 5e-3);
-        auto i8 = test::open_converted(fixture(dir + "/" + ckpt), flag, fixture(dir + "/" + vocab), convert::WeightDType::Int8);
+        auto i8 = test::open_converted(fixture(dir + "/" + ckpt), flag, fixture(dir + "/" + vocab), convert::WeightDType::I8);
         CHECK(logits_error(*i8->model, ex, KvDType::F16) < 0.1);
-        auto i8row = test::open_converted(fixture(dir + "/" + ckpt), flag, fixture(dir + "/" + vocab), convert::WeightDType::Int8, 0);
+        auto i8row = test::open_converted(fixture(dir + "/" + ckpt), flag, fixture(dir + "/" + vocab), convert::WeightDType::I8, 0);
         CHECK(logits_error(*i8row->model, ex, KvDType::F16) < 0.15);
-        auto i8odd = test::open_converted(fixture(dir + "/" + ckpt), flag, fixture(dir + "/" + vocab), convert::WeightDType::Int8, 24);
+        auto i8odd = test::open_converted(fixture(dir + "/" + ckpt), flag, fixture(dir + "/" + vocab), convert::WeightDType::I8, 24);
         CHECK(logits_error(*i8odd->model, ex, KvDType::F16) < 0.15);
         MESSAGE("max abs logit error: f16 ", logits_error(*f16->model, ex, KvDType::F16), ", int8/64 ", logits_error(*i8->model, ex, KvDType::F16),
                 ", int8/row ", logits_error(*i8row->model, ex, KvDType::F16), ", int8/24 ", logits_error(*i8odd->model, ex, KvDType::F16));

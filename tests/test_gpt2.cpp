@@ -300,7 +300,7 @@ TEST_CASE("GPT-2's tokenizer with an embedding padded to 50304 rows: padding row
     spec.bpe = convert::read_gpt2_tokenizer({fixture("gpt2/tokenizer/vocab.bpe"), fixture("gpt2/tokenizer/encoder.json")});
     test::TempDir dir;
     const std::string path = dir.file("gpt2pad.ember");
-    convert::write_ember(cm, spec, {"random", "", "GPT-2"}, {convert::WeightDType::Int8, 64}, path);
+    convert::write_ember(cm, spec, {"random", "", "GPT-2"}, {convert::WeightDType::I8, 64}, path);
 
     auto m = Model::open(path);
     CHECK(m->format_version() == 2);

@@ -89,7 +89,7 @@ TEST_CASE("LoRA loss and gradients equal PyTorch autograd on f32, f16 and int8 b
     // landing on a rounding boundary may round the other way here, hence 1e-3.
     const Tol tols[] = {{"f32", convert::WeightDType::F32, 1e-5, 1e-4},
                         {"f16", convert::WeightDType::F16, 1e-5, 1e-4},
-                        {"int8", convert::WeightDType::Int8, 1e-4, 1e-3}};
+                        {"int8", convert::WeightDType::I8, 1e-4, 1e-3}};
     for (const char* arch : {"gptpy", "nanogpt"}) {
         const auto fx = test::load_json(fixture(std::string("lora/") + arch + ".json"));
         const auto x = fx["x"].get<std::vector<int>>(), y = fx["y"].get<std::vector<int>>();
@@ -141,7 +141,7 @@ TEST_CASE("two AdamW steps with gradient clipping equal torch.optim.AdamW's") {
 }
 
 TEST_CASE("fifty AdamW steps on one fixed batch drive its loss below a tenth of its start") {
-    for (auto dt : {convert::WeightDType::F32, convert::WeightDType::Int8}) {
+    for (auto dt : {convert::WeightDType::F32, convert::WeightDType::I8}) {
         const auto fx = test::load_json(fixture("lora/gptpy.json"));
         const auto x = fx["x"].get<std::vector<int>>(), y = fx["y"].get<std::vector<int>>();
         auto base = convert_base("gptpy", dt);
@@ -179,7 +179,7 @@ TEST_CASE("a non-finite loss skips the step: values and moments untouched") {
 
 TEST_CASE("inference with an adapter (Session) equals the training forward") {
     const auto fx = test::load_json(fixture("lora/nanogpt.json"));
-    for (auto dt : {convert::WeightDType::F32, convert::WeightDType::Int8}) {
+    for (auto dt : {convert::WeightDType::F32, convert::WeightDType::I8}) {
         auto base = convert_base("nanogpt", dt);
         auto adapter = fixture_adapter(*base->model, fx);
         const int T = fx["seq"].get<int>();
@@ -212,8 +212,8 @@ TEST_CASE("inference with an adapter (Session) equals the training forward") {
 }
 
 TEST_CASE("adapter file: round trip, wrong model, corruption, truncation, non-finite values") {
-    auto base = convert_base("gptpy", convert::WeightDType::Int8);
-    auto other = convert_base("nanogpt", convert::WeightDType::Int8);
+    auto base = convert_base("gptpy", convert::WeightDType::I8);
+    auto other = convert_base("nanogpt", convert::WeightDType::I8);
     const auto fx = test::load_json(fixture("lora/gptpy.json"));
     auto a = fixture_adapter(*base->model, fx);
     a->train.present = true;
@@ -308,7 +308,7 @@ TEST_CASE("adapter file: round trip, wrong model, corruption, truncation, non-fi
 }
 
 TEST_CASE("stop after step k, resume from the adapter file: the losses equal an uninterrupted run's") {
-    auto base = convert_base("gptpy", convert::WeightDType::Int8);
+    auto base = convert_base("gptpy", convert::WeightDType::I8);
     const CharTokenizer tok(base->model->code_points());
     const std::vector<int> ids = tok.encode(read_text_file(fixture("gptpy/eval.txt")), "eval.txt");
     FinetuneOptions o;
@@ -385,7 +385,7 @@ TEST_CASE("a merged model's eval loss equals the unmerged adapter's within the r
     };
     // f32: only the order of the additions differs. f16 and int8: W + sBA rounds to the grid.
     for (const Case& k : {Case{convert::WeightDType::F32, 1e-5}, Case{convert::WeightDType::F16, 5e-4},
-                          Case{convert::WeightDType::Int8, 5e-3}}) {
+                          Case{convert::WeightDType::I8, 5e-3}}) {
         auto base = convert_base("gptpy", k.dt);
         auto adapter = fixture_adapter(*base->model, fx);
         for (int l = 0; l < adapter->n_layer(); ++l) {  // a stronger adapter than the fixture's
@@ -418,7 +418,7 @@ TEST_CASE("a merged model's eval loss equals the unmerged adapter's within the r
 }
 
 TEST_CASE("memory plan: the training arena of the fixture model stays at its budget") {
-    auto base = convert_base("gptpy", convert::WeightDType::Int8);
+    auto base = convert_base("gptpy", convert::WeightDType::I8);
     LoraAdapter a(*base->model, 4, 8.0f);
     // n_layer 2, n_embd 32, block_size 16, vocab 37; batch 2 x 16, rank 4, 2 threads. Grows only
     // when someone adds a buffer; update it deliberately.

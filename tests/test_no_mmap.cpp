@@ -68,7 +68,7 @@ std::string refusal(const std::string& path, const LoadOptions& load) {
 
 TEST_CASE("--no-mmap: the model read into anonymous memory gives bit-identical logits, every dtype") {
     test::TempDir dir;
-    for (auto dt : {convert::WeightDType::F32, convert::WeightDType::F16, convert::WeightDType::Int8}) {
+    for (auto dt : {convert::WeightDType::F32, convert::WeightDType::F16, convert::WeightDType::I8}) {
         const std::string path = convert_fixture(dir, dt, "m.ember");
         auto mapped = Model::open(path);
         auto anon = Model::open(path, no_mmap());
@@ -100,7 +100,7 @@ TEST_CASE("--no-mmap: the model read into anonymous memory gives bit-identical l
 
 TEST_CASE("--no-mmap refuses a corrupted or truncated file with the same message as the mapping") {
     test::TempDir dir;
-    const std::string good = convert_fixture(dir, convert::WeightDType::Int8, "good.ember");
+    const std::string good = convert_fixture(dir, convert::WeightDType::I8, "good.ember");
     const std::string bytes = test::read_file(good);
     std::vector<std::string> bad;
     std::string flipped = bytes;
@@ -130,7 +130,7 @@ TEST_CASE("--mlock without the privilege to lock warns, naming RLIMIT_MEMLOCK, a
     return;
 #endif
     test::TempDir dir;
-    const std::string path = convert_fixture(dir, convert::WeightDType::Int8, "m.ember");
+    const std::string path = convert_fixture(dir, convert::WeightDType::I8, "m.ember");
     const std::string err = dir.file("stderr");
     const pid_t pid = fork();
     REQUIRE(pid >= 0);
@@ -182,7 +182,7 @@ TEST_CASE("--mlock without the privilege to lock warns, naming RLIMIT_MEMLOCK, a
 
 TEST_CASE("ember generate, eval, bench and ember-console take --no-mmap and --mlock") {
     test::TempDir dir;
-    const std::string model = convert_fixture(dir, convert::WeightDType::Int8, "m.ember");
+    const std::string model = convert_fixture(dir, convert::WeightDType::I8, "m.ember");
     using test::q;
     const std::string gen = "generate -m " + q(model) + " -p 'To be' -n 20 --seed 3 --temperature 0.8 --threads 1";
     const test::Run base = test::ember_cli(gen, dir);
@@ -224,7 +224,7 @@ TEST_CASE("ember generate, eval, bench and ember-console take --no-mmap and --ml
 
 TEST_CASE("a mapped model file written over in place is noticed, one replaced by a rename or read with --no-mmap is not") {
     test::TempDir dir;
-    const std::string path = convert_fixture(dir, convert::WeightDType::Int8, "m.ember");
+    const std::string path = convert_fixture(dir, convert::WeightDType::I8, "m.ember");
     const std::string other = convert_fixture(dir, convert::WeightDType::F16, "other.ember");
     const std::string bytes = test::read_file(path);
     auto mapped = Model::open(path);

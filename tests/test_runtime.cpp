@@ -69,7 +69,7 @@ std::string convert_to(const test::TempDir& dir, convert::WeightDType dt, const 
 
 TEST_CASE("decoding a token allocates nothing, in every policy, weight dtype and KV cache dtype") {
     test::TempDir dir;
-    for (auto dt : {convert::WeightDType::F32, convert::WeightDType::F16, convert::WeightDType::Int8}) {
+    for (auto dt : {convert::WeightDType::F32, convert::WeightDType::F16, convert::WeightDType::I8}) {
         auto model = Model::open(convert_to(dir, dt));
         for (auto policy : {ContextPolicy::Exact, ContextPolicy::Shift, ContextPolicy::Ring})
         for (auto kv : {KvDType::F16, KvDType::F32}) {
@@ -248,7 +248,7 @@ TEST_CASE("tokenizer names an unknown character and its position") {
 
 TEST_CASE("a corrupted or truncated .ember file is refused with a message") {
     test::TempDir dir;
-    const std::string good = convert_to(dir, convert::WeightDType::Int8);
+    const std::string good = convert_to(dir, convert::WeightDType::I8);
     const std::string bytes = test::read_file(good);
     REQUIRE_NOTHROW(Model::open(good));
 
@@ -323,7 +323,7 @@ TEST_CASE("a model whose n_embd is not divisible by n_head is refused") {
 
 TEST_CASE("memory plan: the arena of the fixture model stays at its budget") {
     test::TempDir dir;
-    auto model = Model::open(convert_to(dir, convert::WeightDType::Int8));
+    auto model = Model::open(convert_to(dir, convert::WeightDType::I8));
     // Budget for n_layer 2, n_embd 32, block_size 16, vocab 37, 2 threads: grows only when
     // someone adds a buffer; update it deliberately.
     // The default KV cache is f16; an f32 one takes exactly L x S x C x 2 bytes more per cache
@@ -343,7 +343,7 @@ TEST_CASE("memory plan: the arena of the fixture model stays at its budget") {
 
 TEST_CASE("a fine-tuning step and decoding with a LoRA adapter allocate nothing") {
     test::TempDir dir;
-    for (auto dt : {convert::WeightDType::F32, convert::WeightDType::Int8}) {
+    for (auto dt : {convert::WeightDType::F32, convert::WeightDType::I8}) {
         auto model = Model::open(convert_to(dir, dt));
         LoraAdapter adapter(*model, 4, 8.0f);
         adapter.init(3);
@@ -375,7 +375,7 @@ TEST_CASE("a fine-tuning step and decoding with a LoRA adapter allocate nothing"
 
 TEST_CASE("adapter file: the values a claimed rank needs are counted before anything is allocated, AdamW's ranges") {
     test::TempDir dir;
-    auto model = Model::open(convert_to(dir, convert::WeightDType::Int8));
+    auto model = Model::open(convert_to(dir, convert::WeightDType::I8));
     const ModelConfig& c = model->config();
     // A small file whose header claims rank = n_embd but holds one value (and one moment).
     auto adapter_file = [&](uint32_t rank, size_t n_values, float beta1, uint64_t adam_step) {
@@ -408,7 +408,7 @@ TEST_CASE("adapter file: the values a claimed rank needs are counted before anyt
 
 TEST_CASE("a session whose arena exceeds the memory limit is refused by name before anything is allocated") {
     test::TempDir dir;
-    auto model = Model::open(convert_to(dir, convert::WeightDType::Int8));
+    auto model = Model::open(convert_to(dir, convert::WeightDType::I8));
     SessionOptions o;
     o.threads = 1;
     o.memory_limit = 4096;

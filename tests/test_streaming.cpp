@@ -68,11 +68,11 @@ TEST_CASE("convert() writes, tensor by tensor, the bytes write_ember writes from
                           Case{"gpt2/nanogpt/ckpt.pt", nullptr, convert::ArchChoice::Auto},
                           Case{"gpt2/hf/model.safetensors", nullptr, convert::ArchChoice::Auto},         // Conv1D transposed
                           Case{"gpt2/hf/pytorch_model.bin", nullptr, convert::ArchChoice::Auto}}) {
-        for (const auto dtype : {convert::WeightDType::F32, convert::WeightDType::F16, convert::WeightDType::Int8}) {
+        for (const auto dtype : {convert::WeightDType::F32, convert::WeightDType::F16, convert::WeightDType::I8}) {
             for (const int group : {64, 0, 5}) {
-                if (group != 64 && dtype != convert::WeightDType::Int8) continue;
+                if (group != 64 && dtype != convert::WeightDType::I8) continue;
                 CAPTURE(c.checkpoint);
-                CAPTURE(std::string(convert::dtype_name(dtype)));
+                CAPTURE(std::string(kernels::wtype_name(dtype)));
                 CAPTURE(group);
                 test::TempDir dir;
                 convert::ConvertOptions o;

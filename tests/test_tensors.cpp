@@ -84,7 +84,7 @@ std::unique_ptr<Model> convert_fixture(const test::TempDir& dir, const std::stri
     if (vocab_flag == "text") o.vocab_text = fixture(vocab);
     if (vocab_flag == "meta") o.meta = fixture(vocab);
     if (vocab_flag == "bpe") o.tokenizer = {fixture(vocab)};
-    o.write.dtype = convert::WeightDType::Int8;
+    o.write.dtype = convert::WeightDType::I8;
     convert::convert(o);
     return Model::open(o.out);
 }

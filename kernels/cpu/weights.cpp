@@ -4,6 +4,8 @@
 
 namespace ember::kernels {
 
+const char* wtype_name(WType t) { return t == WType::F32 ? "f32" : t == WType::F16 ? "f16" : "int8"; }
+
 void dequantize_row(const WeightView& w, int row, float* out) {
     const size_t base = static_cast<size_t>(row) * w.cols;
     switch (w.type) {

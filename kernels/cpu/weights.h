@@ -11,7 +11,12 @@
 
 namespace ember::kernels {
 
+// The one enum of stored weight dtypes: kernels, the loader (runtime/file_dtype.h maps the
+// file's fb::DType to it), the converter (convert::WeightDType) and the front ends use it.
 enum class WType { F32, F16, I8 };
+// Its names as the file format, the converter's --dtype and `ember info` spell them: "f32",
+// "f16", "int8".
+const char* wtype_name(WType t);
 
 struct WeightView {
     WType type = WType::F32;

@@ -128,8 +128,4 @@ private:
     }
 };
 
-inline const char* wtype_name(kernels::WType t) {
-    return t == kernels::WType::F32 ? "f32" : t == kernels::WType::F16 ? "f16" : "int8";
-}
-
 }  // namespace ember::test

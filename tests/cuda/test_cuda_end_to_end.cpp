@@ -81,7 +81,7 @@ TEST_CASE("cuda end to end: fixtures' logits, greedy ids and eval loss against P
         const auto ex = test::load_json(fixture(dir + "/expected.json"));
         auto f32 = test::open_converted(fixture(dir + "/" + ckpt), flag, fixture(dir + "/" + vocab), convert::WeightDType::F32);
         auto f16 = test::open_converted(fixture(dir + "/" + ckpt), flag, fixture(dir + "/" + vocab), convert::WeightDType::F16);
-        auto i8 = test::open_converted(fixture(dir + "/" + ckpt), flag, fixture(dir + "/" + vocab), convert::WeightDType::Int8);
+        auto i8 = test::open_converted(fixture(dir + "/" + ckpt), flag, fixture(dir + "/" + vocab), convert::WeightDType::I8);
         const double e32 = cuda_logits_error(*f32->model, ex), e16 = cuda_logits_error(*f16->model, ex), e8 = cuda_logits_error(*i8->model, ex);
         MESSAGE("CUDA max abs logit error vs PyTorch: f32 ", e32, ", f16 ", e16, ", int8/64 ", e8);
         CHECK(e32 < 2e-2);
@@ -192,7 +192,7 @@ TEST_CASE("cuda default model: greedy text for 200 tokens identical to the CPU b
 // teacher-forced argmaxes differ (a session that strays earlier is not deterministic).
 TEST_CASE("cuda default model: int8 file, logits along 200 greedy tokens within 0.3 of the CPU's, text equal up to the first differing argmax") {
     constexpr double kInt8Logits = 0.3;  // 0.188 measured on an H200, 2026-12-04
-    auto c = default_model(convert::WeightDType::Int8);
+    auto c = default_model(convert::WeightDType::I8);
     const Model& m = *c->model;
     const int V = m.config().vocab_size;
     // One pass: the CPU session generates greedily (as greedy_run does) and the CUDA session is
@@ -245,8 +245,8 @@ TEST_CASE("cuda default model: eval loss on tinyshakespeare's val split within 0
     const std::string bytes = test::read_file(text);
     REQUIRE_MESSAGE(!bytes.empty(), "missing ", text, " (set EMBER_SHARED_DIR)");
     const auto report = test::load_json(test::source_dir() + "/models/shakespeare_char.pt.json");
-    for (const auto dtype : {convert::WeightDType::F32, convert::WeightDType::Int8}) {
-        CAPTURE(std::string(convert::dtype_name(dtype)));
+    for (const auto dtype : {convert::WeightDType::F32, convert::WeightDType::I8}) {
+        CAPTURE(std::string(kernels::wtype_name(dtype)));
         auto c = default_model(dtype);
         const Model& m = *c->model;
         const CharTokenizer tok(m.code_points());

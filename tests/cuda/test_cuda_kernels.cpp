@@ -121,7 +121,7 @@ TEST_CASE("cuda linear_gemv: f32, f16, int8 weights, bias, activations, fp16 and
             // int8 groups: 32, 48 and a whole row take the 16-byte path; 12 the 4-byte one.
             for (const int group : {32, 0, 48, 12}) {
                 if (type != WType::I8 && group != 0) continue;
-                CAPTURE(std::string(test::wtype_name(type)));
+                CAPTURE(std::string(kernels::wtype_name(type)));
                 CAPTURE(K);
                 CAPTURE(group);
                 const int N = 70;
@@ -166,7 +166,7 @@ TEST_CASE("cuda layernorm_linear_gemv (decode: LayerNorm fused in front) vs laye
     for (const WType type : {WType::F32, WType::F16, WType::I8}) {
         for (const int K : {96, 50, 384}) {
             for (const bool ln_bias : {true, false}) {
-                CAPTURE(std::string(test::wtype_name(type)));
+                CAPTURE(std::string(kernels::wtype_name(type)));
                 CAPTURE(K);
                 CAPTURE(ln_bias);
                 const int N = 70;
@@ -198,7 +198,7 @@ TEST_CASE("cuda dequantize_f16: int8 groups and f32 expand to the fp16 of dequan
     std::mt19937 rng(4);
     const int N = 33, K = 72;
     for (const WType type : {WType::I8, WType::F32, WType::F16}) {
-        CAPTURE(std::string(test::wtype_name(type)));
+        CAPTURE(std::string(kernels::wtype_name(type)));
         test::TestWeight w(test::random_vec(static_cast<size_t>(N) * K, rng), N, K, type, 24);
         DeviceBuffer<uint16_t> d_out(static_cast<size_t>(N) * K);
         cuda::dequantize_f16(w.device, as_half(d_out), nullptr);

@@ -38,7 +38,7 @@ using ember::test::fixture;
 namespace {
 
 std::unique_ptr<Model> open_gptpy(const test::TempDir& dir, convert::WeightDType dt, int group = 64) {
-    return Model::open(test::convert_gptpy(dir, dt, std::string("m.") + convert::dtype_name(dt) + ".ember", group));
+    return Model::open(test::convert_gptpy(dir, dt, std::string("m.") + kernels::wtype_name(dt) + ".ember", group));
 }
 
 }  // namespace
@@ -46,8 +46,8 @@ std::unique_ptr<Model> open_gptpy(const test::TempDir& dir, convert::WeightDType
 TEST_SUITE("cuda-host") {
 TEST_CASE("cuda memory plan: weights as stored (int8 stays int8, no fp16 copy), regions aligned and disjoint") {
     test::TempDir dir;
-    for (const auto dt : {convert::WeightDType::F32, convert::WeightDType::F16, convert::WeightDType::Int8}) {
-        CAPTURE(std::string(convert::dtype_name(dt)));
+    for (const auto dt : {convert::WeightDType::F32, convert::WeightDType::F16, convert::WeightDType::I8}) {
+        CAPTURE(std::string(kernels::wtype_name(dt)));
         auto model = open_gptpy(dir, dt);
         const ModelConfig& c = model->config();
         for (const bool all_logits : {false, true}) {
@@ -83,11 +83,11 @@ TEST_CASE("cuda memory plan: weights as stored (int8 stays int8, no fp16 copy), 
 
 TEST_CASE("cuda decode allocates nothing per token: no heap allocation on the host, no device memory") {
     test::TempDir dir;
-    for (const auto dt : {convert::WeightDType::F32, convert::WeightDType::Int8}) {
+    for (const auto dt : {convert::WeightDType::F32, convert::WeightDType::I8}) {
         auto model = open_gptpy(dir, dt);
         const int S = model->config().block_size;
         for (const auto policy : {ContextPolicy::Exact, ContextPolicy::Shift, ContextPolicy::Ring}) {
-            CAPTURE(std::string(convert::dtype_name(dt)));
+            CAPTURE(std::string(kernels::wtype_name(dt)));
             CAPTURE(std::string(context_policy_name(policy)));
             SessionOptions so;
             so.policy = policy;
