@@ -34,6 +34,8 @@ public:
     // planned for it), else [V] of the last row; valid until the next forward.
     // Throws ember::Error on a bad span or a failing device call.
     virtual const float* forward(const int* ids, int T, int pos0, int row0, int n_keys0, bool all_rows) = 0;
+    // The Session's bookkeeping buffers (HostScratch above), planned with the backend's own
+    // memory; valid for the backend's life. Never throws.
     virtual HostScratch host_scratch() = 0;
 
     virtual const char* name() const = 0;  // "cpu" | "cuda"
@@ -60,7 +62,7 @@ void check_forward_span(const char* backend, int T, int pos0, int row0, int n_ke
 // `--backend cpu | cuda | auto`.
 enum class BackendKind { Cpu, Cuda, Auto };
 BackendKind parse_backend(const std::string& s);  // throws ember::Error
-const char* backend_name(BackendKind b);
+const char* backend_name(BackendKind b);          // "cpu" | "cuda" | "auto", as --backend spells them
 
 // The device a CUDA backend runs on (device 0).
 struct CudaDeviceInfo {

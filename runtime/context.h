@@ -18,7 +18,7 @@ namespace ember {
 
 enum class ContextPolicy { Exact, Shift, Ring };
 ContextPolicy parse_context_policy(const std::string& s);  // throws ember::Error
-const char* context_policy_name(ContextPolicy p);
+const char* context_policy_name(ContextPolicy p);          // "exact" | "shift" | "ring", as --context spells them
 
 // Throws ember::Error naming the first id outside [0, vocab_size) and its index.
 void check_token_ids(const int* ids, int n, int vocab_size);

@@ -11,12 +11,13 @@
 
 namespace ember::kernels {
 
+// The symbols of the update above; defaults are torch.optim.AdamW's.
 struct AdamWParams {
-    float lr = 1e-3f;
-    float beta1 = 0.9f;
-    float beta2 = 0.999f;
-    float eps = 1e-8f;
-    float weight_decay = 0.01f;  // torch.optim.AdamW's default
+    float lr = 1e-3f;            // learning rate
+    float beta1 = 0.9f;          // decay of the first moment m
+    float beta2 = 0.999f;        // decay of the second moment v
+    float eps = 1e-8f;           // added to the denominator
+    float weight_decay = 0.01f;  // decoupled: p *= 1 - lr * weight_decay
 };
 
 // ||g||_2 over n values, accumulated in double (inf or NaN when g holds one).

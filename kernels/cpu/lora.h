@@ -18,7 +18,7 @@ struct LoraShape {
     int K = 0;  // in features
     int N = 0;  // out features
     int r = 0;  // rank
-    float scale = 0.0f;
+    float scale = 0.0f;  // alpha / r (Hu et al. 2021, "LoRA", section 4.1)
 };
 
 void lora_forward_ref(const float* x, const float* A, const float* B, const LoraShape& s, float* u, float* y);
