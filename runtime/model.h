@@ -30,7 +30,7 @@ constexpr size_t kDataAlignment = 64;
 
 enum class Arch { GptPy, NanoGPT, HfGpt2 };
 const char* arch_name(Arch a);                           // "gptpy" | "nanogpt" | "hf-gpt2", as --arch spells them
-const char* activation_name(kernels::ActivationKind a);  // "relu" | "gelu (erf)" | "gelu (tanh)", for `ember info`
+const char* activation_name(kernels::ActivationKind a);  // "relu" | "gelu (erf)" | "gelu (tanh)", for `info`
 
 struct ModelConfig;
 // The attention scale as `ember info` shows it: the value, and "1/sqrt(head_size)" or
