@@ -1,12 +1,18 @@
 // Each CPU kernel against its plain reference on random data, with stated tolerances.
 #include <doctest/doctest.h>
 
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <fstream>
 #include <random>
 #include <string>
+#include <system_error>
 #include <thread>
 #include <vector>
 
@@ -202,6 +208,54 @@ TEST_CASE("thread pool runs every task exactly once, on valid thread ids, over m
     const int n = ThreadPool::kMaxTasks + 5;
     pool.run(n, [&](int task, int) { sum.fetch_add(task); });
     CHECK(sum.load() == static_cast<long>(n) * (n - 1) / 2);
+}
+
+TEST_CASE("thread pool that cannot start a worker (ulimit -v) stops the ones started and throws, naming the thread") {
+#ifdef EMBER_EMULATOR
+    MESSAGE("SKIPPED under " EMBER_EMULATOR ": RLIMIT_AS limits the emulator, not the program");
+    return;
+#endif
+#if defined(__SANITIZE_ADDRESS__)
+    MESSAGE("skipped under AddressSanitizer: its allocator dies, not the thread's start, when the address space runs out");
+    return;
+#endif
+    // In a child: address space for a few stacks beyond what the process maps now, then a
+    // pool of 1000 threads. It used to destroy its condition variable under the workers
+    // already started (blocked for good: the alarm kills the child) or abort.
+    const pid_t pid = ::fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+        ::alarm(30);
+        std::ifstream status("/proc/self/status");
+        long long vm_kib = -1;
+        for (std::string line; std::getline(status, line);) {
+            if (line.rfind("VmSize:", 0) == 0) vm_kib = std::atoll(line.c_str() + 7);
+        }
+        if (vm_kib <= 0) _exit(10);
+        const rlim_t limit = static_cast<rlim_t>(vm_kib + 48 * 1024) * 1024;
+        struct rlimit rl{limit, limit};
+        if (::setrlimit(RLIMIT_AS, &rl) != 0) _exit(11);
+        try {
+            ThreadPool pool(1000);
+            _exit(12);  // every thread started: the limit did not bite
+        } catch (const std::system_error& e) {
+            const std::string what = e.what();
+            if (what.find("cannot start thread ") == std::string::npos || what.find(" of 1000") == std::string::npos) _exit(13);
+        }
+        ThreadPool after(2);  // the process goes on
+        int sum = 0;
+        after.run(2, [&](int task, int) { sum += task + 1; });
+        _exit(sum == 3 ? 0 : 14);
+    }
+    int status = 0;
+    REQUIRE(::waitpid(pid, &status, 0) == pid);
+    CAPTURE(status);
+    REQUIRE(WIFEXITED(status));  // not killed by the alarm (a hang) or SIGABRT
+    if (WEXITSTATUS(status) == 12) {
+        MESSAGE("skipped: 1000 threads fit in 48 MiB more address space here (small stacks)");
+        return;
+    }
+    CHECK(WEXITSTATUS(status) == 0);
 }
 
 TEST_CASE("thread pool parallel_for covers 0 to n - 1 once, in ranges that are multiples of the grain but the last") {

@@ -9,6 +9,8 @@
 #include <cstring>
 
 #include <chrono>
+#include <string>
+#include <system_error>
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -41,10 +43,20 @@ int64_t now_ns() {
 ThreadPool::ThreadPool(int n_threads) {
     if (n_threads < 1) n_threads = 1;
     workers_.reserve(n_threads - 1);
-    for (int i = 1; i < n_threads; ++i) workers_.emplace_back([this, i] { work_loop(i); });
+    try {
+        for (int i = 1; i < n_threads; ++i) workers_.emplace_back([this, i] { work_loop(i); });
+    } catch (const std::system_error& e) {
+        // Out of memory for a stack, or of processes (ulimit -v, -u): the workers already
+        // started wait on wake_, which must not be destroyed under them (that blocked for good).
+        stop_workers();
+        throw std::system_error(e.code(), "cannot start thread " + std::to_string(workers_.size() + 2) + " of " +
+                                              std::to_string(n_threads) + " (each takes a stack; fewer threads may fit)");
+    }
 }
 
-ThreadPool::~ThreadPool() {
+ThreadPool::~ThreadPool() { stop_workers(); }
+
+void ThreadPool::stop_workers() {
     {
         std::lock_guard<std::mutex> lock(mutex_);
         stop_.store(true);

@@ -43,7 +43,9 @@ namespace ember::kernels {
 
 class ThreadPool {
 public:
-    // n_threads >= 1 counts the calling thread: n_threads - 1 workers are started.
+    // n_threads >= 1 counts the calling thread: n_threads - 1 workers are started. A worker
+    // that cannot be started (no memory for its stack, the process limit) throws
+    // std::system_error naming it, after the ones started are stopped.
     explicit ThreadPool(int n_threads);
     ~ThreadPool();
     ThreadPool(const ThreadPool&) = delete;
@@ -158,6 +160,8 @@ private:
     using TaskFn = void (*)(void*, int, int);
     void dispatch(int n_tasks, TaskFn fn, void* ctx);
     void work_loop(int thread);
+    // Stops and joins every worker started (the destructor, and a constructor that failed).
+    void stop_workers();
     // task_ns (the caller's): adds the time its tasks ran, claiming excluded.
     int drain(uint32_t generation, int thread, int64_t* task_ns = nullptr);
     void run_solo(int n_tasks, TaskFn fn, void* ctx);
