@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <exception>
@@ -86,6 +87,9 @@ int output_written(int rc) {
 
 int main(int argc, char** argv) {
     ember::report_truncated_model_files();  // a model file truncated under its mapping: said, not only "Bus error"
+    // A file past `ulimit -f` is a failed write (EFBIG), said and cleaned up as a full disk
+    // is, not a kill by SIGXFSZ that left OUT.tmp-PID behind.
+    std::signal(SIGXFSZ, SIG_IGN);
     CLI::App app{"ember: small GPT language models on the edge"};
     app.formatter(std::make_shared<cli::HelpFormatter>());
     app.footer("Each subcommand's options: ember SUBCOMMAND --help. The device program, a serial console: ember-console --help.\n"

@@ -175,6 +175,7 @@ int main(int argc, char** argv) {
     const char* kill = std::getenv("EMBER_FLASH_TEST_KILL_BEFORE_RENAME");
     o.kill_before_rename = kill && std::string(kill) == "1";
     ::signal(SIGPIPE, SIG_IGN);  // a closed line is seen as a failed write
+    ::signal(SIGXFSZ, SIG_IGN);  // a file past `ulimit -f` too (EFBIG), not a kill mid-flash
     try {
         std::unique_ptr<fw::SerialPort> sp;
         int in = 0, out = 1;

@@ -54,6 +54,28 @@ TEST_CASE("-o naming a FIFO or a folder is refused by convert, finetune and --me
     CHECK((::stat(fifo.c_str(), &st) == 0 && S_ISFIFO(st.st_mode)));
 }
 
+TEST_CASE("an output past ulimit -f is a failed write that leaves no temporary, not a kill by SIGXFSZ") {
+    ember::test::TempDir dir;
+    const std::string model = dir.file("good.ember"), a = dir.file("a.emba");
+    const std::string convert = "convert " + q(fixture("gptpy/model.pt")) + " --vocab-text " + q(fixture("gptpy/vocab.txt")) + " -o ";
+    REQUIRE(ember_cli(convert + q(model), dir).status == 0);
+    const std::string train = "finetune -m " + q(model) + " --text " + q(fixture("gptpy/eval.txt")) + " --steps 1 --threads 2 -o ";
+    REQUIRE(ember_cli(train + q(a), dir).status == 0);
+    const std::string before = ember::test::read_file(a);
+    // 16 blocks (8 or 16 KiB, by the shell): less than the model (36 KiB) and the adapter.
+    for (const std::string& cmd : {convert + q(dir.file("new.ember")), train + q(a),
+                                   "finetune -m " + q(model) + " --merge --adapter " + q(a) + " -o " + q(dir.file("merged.ember"))}) {
+        CAPTURE(cmd);
+        const Run r = ember::test::ember_cli_in_shell("ulimit -f 16; exec", cmd, dir);
+        check_refused(r, "File too large");  // it used to die of SIGXFSZ (exit 153), saying nothing
+        for (const auto& e : std::filesystem::directory_iterator(dir.path())) {
+            const std::string name = e.path().filename().string();
+            CHECK_MESSAGE((name == "stdout" || name == "stderr" || name == "good.ember" || name == "a.emba"), "left behind: " << name);
+        }
+    }
+    CHECK(ember::test::read_file(a) == before);  // the adapter of the earlier run is as it was
+}
+
 TEST_CASE("-o in a folder that is not there (or not a folder) is refused before any work, naming the folder") {
     ember::test::TempDir dir;
     const std::string model = dir.file("m.ember");
