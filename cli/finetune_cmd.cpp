@@ -25,10 +25,11 @@ namespace ember::cli {
 
 namespace {
 
-// Ctrl-C asks the run to stop after the current step (then the adapter is written). A signal
-// handler can reach only static storage, hence this one file-local flag.
+// Ctrl-C (or SIGTERM, kill's default) asks the run to stop after the current step (then the
+// adapter is written): a kill in the middle of a checkpoint left its temporary file behind. A
+// signal handler can reach only static storage, hence this one file-local flag.
 std::atomic<bool> g_interrupted{false};
-extern "C" void on_sigint(int) { g_interrupted.store(true); }
+extern "C" void on_stop_signal(int) { g_interrupted.store(true); }
 
 int merge(const FinetuneArgs& a) {
     if (a.adapter.empty()) fail("--merge needs --adapter ADAPTER (the adapter to fold into the weights)");
@@ -158,7 +159,8 @@ int cmd_finetune(const FinetuneArgs& a) {
     if (log && first == 0) log->row(0, -1.0, val0, o.lr, 0.0);
     std::fflush(stdout);
     g_interrupted.store(false);
-    auto previous = std::signal(SIGINT, on_sigint);
+    auto previous = std::signal(SIGINT, on_stop_signal);
+    auto previous_term = std::signal(SIGTERM, on_stop_signal);
     int64_t skipped_steps = 0;
     double last_val = -1.0, last_tps = 0.0;
     try {
@@ -181,9 +183,11 @@ int cmd_finetune(const FinetuneArgs& a) {
         }, &g_interrupted);
     } catch (...) {
         std::signal(SIGINT, previous);
+        std::signal(SIGTERM, previous_term);
         throw;
     }
     std::signal(SIGINT, previous);
+    std::signal(SIGTERM, previous_term);
     if (g_interrupted.load()) std::printf("interrupted at step %lld\n", static_cast<long long>(run.step()));
     if (last_val < 0 || g_interrupted.load()) last_val = run.validation_loss();
     std::printf("wrote %s at step %lld: val loss %.4f, %.0f tokens/s%s\n", printable(a.out, 200).c_str(),
