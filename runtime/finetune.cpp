@@ -99,8 +99,8 @@ Trainer::Trainer(const Model& model, LoraAdapter& adapter, int batch, int seq, c
     if (batch < 1 || batch > kMaxBatch) fail("batch ", batch, " is outside [1, ", kMaxBatch, "]");
     if (adapter.base_checksum() != model.checksum() || adapter.n_layer() != c.n_layer) fail("the adapter was made for another model than ", model.path());
     if (!(clip >= 0.0f) || !std::isfinite(clip)) fail("gradient clip ", clip, " must be finite and >= 0 (0 = off)");
-    for (float f : {adamw.lr, adamw.weight_decay, adamw.eps}) {
-        if (!std::isfinite(f) || f < 0.0f) fail("AdamW lr, weight decay and eps must be finite and >= 0");
+    for (const auto& [name, f] : {std::pair<const char*, float>{"lr", adamw.lr}, {"weight decay", adamw.weight_decay}, {"eps", adamw.eps}}) {
+        if (!std::isfinite(f) || f < 0.0f) fail("AdamW ", name, " ", f, " must be finite and >= 0");
     }
     if (!(adamw.beta1 >= 0.0f && adamw.beta1 < 1.0f && adamw.beta2 >= 0.0f && adamw.beta2 < 1.0f)) fail("AdamW betas must lie in [0, 1)");
     if (adapter.adam_m.size() != adapter.size() || adapter.adam_v.size() != adapter.size()) {

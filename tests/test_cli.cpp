@@ -301,6 +301,9 @@ TEST_CASE("an empty file name is never taken as none, finetune's numbers are par
              Case{"--lr 1e-400", "--lr: '1e-400' is outside a float's range"},
              Case{"--lr 0x10", "--lr: '0x10' is not a decimal number"},
              Case{"--lr 5abc", "--lr: '5abc' is not a finite number"},
+             // Out of range: the value that is (it said "AdamW lr, weight decay and eps must be ...").
+             Case{"--lr -1", "AdamW lr -1 must be finite and >= 0"},
+             Case{"--weight-decay -0.5", "AdamW weight decay -0.5 must be finite and >= 0"},
              Case{"--steps ''", "--steps needs a value"},
              Case{"--batch 0", "--batch 0 not in 1..4096"},
              Case{"--threads x", "--threads: 'x' is not an integer"},
