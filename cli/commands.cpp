@@ -346,7 +346,8 @@ int cmd_generate(const GenerateArgs& a) {
     if (!stop_list.empty()) stops = std::make_unique<StopStrings>(stop_list, 3 * static_cast<size_t>(tok->max_token_bytes() + 4));
     const GenerateResult r = session->generate(a.n, a.sampler, *tok, stream, [](std::string_view text) {
         std::fwrite(text.data(), 1, text.size(), stdout);
-        std::fflush(stdout);
+        // A full disk (>/dev/full) ends the run now, not after -n tokens written nowhere.
+        if (std::fflush(stdout) != 0) fail("cannot write the output: ", std::strerror(errno));
     }, {}, stops.get());
     std::fputc('\n', stdout);
     if (a.stats) {

@@ -430,6 +430,15 @@ TEST_CASE("ember: output that cannot be written (a full disk) fails the command 
         const std::string text = ember::test::read_file(err);
         CHECK(text == "ember: error: cannot write the output: No space left on device\n");
     }
+    // A run of 2^30 tokens stops at the first failed write (it used to go on, writing nowhere).
+    {
+        const std::string err = dir.file("err");
+        const int rc = std::system(("timeout 60 " + ember::test::program_cmd(EMBER_CLI) + " generate -m " + q(good) +
+                                    " -n 1073741824 >/dev/full 2>'" + err + "' </dev/null").c_str());
+        REQUIRE(WIFEXITED(rc));
+        CHECK(WEXITSTATUS(rc) == 1);  // not 124, timeout's
+        CHECK(ember::test::read_file(err) == "ember: error: cannot write the output: No space left on device\n");
+    }
     // --help and --version too (they used to exit 0 having written nothing), and ember-console's.
     for (const std::string& cmd : {ember::test::program_cmd(EMBER_CLI) + " --help", ember::test::program_cmd(EMBER_CLI) + " --version",
                                    ember::test::program_cmd(EMBER_CLI) + " generate --help", ember::test::program_cmd(EMBER_CONSOLE) + " --version"}) {
