@@ -2,6 +2,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -35,6 +36,30 @@ std::string fmt(const char* f, double v) {
     char b[64];
     std::snprintf(b, sizeof b, f, v);
     return b;
+}
+
+// DIR/NAME.ember.tmp-PID and DIR/NAME.emba.tmp-PID whose writer, process PID, is gone: an
+// adapter or model save that a signal, a kill or a power cut ended before its rename (the
+// finished file was never touched). Removed through fs; returns the names removed.
+std::vector<std::string> remove_dead_temporaries(DeviceFs& fs, const std::string& dir) {
+    std::vector<std::string> removed;
+    DIR* d = ::opendir(dir.c_str());
+    if (!d) return removed;
+    while (const dirent* e = ::readdir(d)) {
+        const std::string n = e->d_name;
+        const size_t at = n.rfind(".tmp-");
+        if (at == std::string::npos || at + 5 == n.size() || n.size() - at - 5 > 9) continue;
+        const std::string stem = n.substr(0, at), digits = n.substr(at + 5);
+        const bool ours = (stem.size() > 5 && stem.compare(stem.size() - 5, 5, ".emba") == 0) ||
+                          (stem.size() > 6 && stem.compare(stem.size() - 6, 6, ".ember") == 0);
+        if (!ours || !std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; })) continue;
+        const pid_t pid = static_cast<pid_t>(std::stol(digits));
+        if (pid <= 0 || ::kill(pid, 0) == 0 || errno != ESRCH) continue;  // running (or not ours to ask): kept
+        if (fs.unlink(dir + "/" + n) == 0) removed.push_back(n);
+    }
+    ::closedir(d);
+    std::sort(removed.begin(), removed.end());
+    return removed;
 }
 
 }  // namespace
@@ -108,6 +133,9 @@ int Console::run() {
         write(banner());
         log_.log("start: models in " + printable(opts_.models_dir, 200));
         if (!current_note.empty()) log_.log(current_note);
+        for (const std::string& n : remove_dead_temporaries(*opts_.fs, opts_.models_dir)) {
+            log_.log("removed " + printable(n, 200) + ": a save that its process never finished");
+        }
         if (!start.empty()) {
             try {
                 cmd_load(start, false);

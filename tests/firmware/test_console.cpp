@@ -5,6 +5,7 @@
 
 #include <fcntl.h>
 #include <pty.h>
+#include <sys/wait.h>
 
 #include <random>
 #include <regex>
@@ -419,6 +420,42 @@ TEST_CASE("console: a line that the type-ahead limit cuts is dropped whole, neve
     CHECK(c.seen().find("settings: n 200, temperature 1,") != std::string::npos);
     CHECK(c.seen().find("temperature 0,") == std::string::npos);
     CHECK(c.seen().find("ERR") == std::string::npos);
+}
+
+TEST_CASE("console: at start, a save's temporary file whose process is gone is removed and logged; others are kept") {
+    TempDir dir;
+    const pid_t child = ::fork();  // a PID that is surely gone once waited for
+    REQUIRE(child >= 0);
+    if (child == 0) ::_exit(0);
+    REQUIRE(::waitpid(child, nullptr, 0) == child);
+    const std::string dead = std::to_string(child), alive = std::to_string(::getpid());
+    const std::vector<std::string> removed{"a.emba.tmp-" + dead, "m.ember.tmp-" + dead};
+    const std::vector<std::string> kept{"b.emba.tmp-" + alive,  // its writer runs (this process)
+                                        "notes.txt.tmp-" + dead, "c.emba.tmp-x" + dead, "d.emba.tmp-", "e.emba.tmp-0", "f.emba"};
+    for (const auto& n : removed) write_file(dir.file(n), "half an adapter");
+    for (const auto& n : kept) write_file(dir.file(n), "kept");
+    int journal[2];
+    REQUIRE(::pipe(journal) == 0);
+    {
+        ConsoleOptions o = opts_for(dir);
+        o.log_fd = journal[1];
+        PtyConsole c(o);
+        CHECK(c.command("help").find("load") != std::string::npos);
+    }
+    ::close(journal[1]);
+    std::string log;
+    char buf[4096];
+    for (ssize_t n; (n = ::read(journal[0], buf, sizeof buf)) > 0;) log.append(buf, static_cast<size_t>(n));
+    ::close(journal[0]);
+    for (const auto& n : removed) {
+        CAPTURE(n);
+        CHECK_FALSE(exists(dir.file(n)));
+        CHECK(log.find("removed " + n + ": a save that its process never finished") != std::string::npos);
+    }
+    for (const auto& n : kept) {
+        CAPTURE(n);
+        CHECK(exists(dir.file(n)));
+    }
 }
 
 TEST_CASE("console: loads, refusals and errors are logged with an ISO 8601 UTC time, to --log (appended) and to stderr's fd") {
