@@ -16,6 +16,7 @@
 
 #include "converter/merge.h"
 #include "runtime/error.h"
+#include "runtime/finetune_options.h"
 #include "runtime/model.h"
 #include "runtime/paths.h"
 #include "runtime/tokenizer.h"
@@ -128,7 +129,7 @@ int cmd_finetune(const FinetuneArgs& a) {
         adapter = LoraAdapter::load(a.resume, *model);
         if (!adapter->train.present) fail(printable(a.resume, 200), ": holds no training state to resume from");
         if (a.settings_given) {
-            fail("--resume takes rank, alpha, batch, seq, seed, lr, weight decay and clip from ", printable(a.resume, 200),
+            fail("--resume takes ", finetune_settings_text(), " from ", printable(a.resume, 200),
                  "; besides -m, --text and -o, give only --steps, --eval-every, --threads, --skip-unknown, --log-every and --log");
         }
     } else {

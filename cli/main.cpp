@@ -15,6 +15,7 @@
 #include "cli/help_format.h"
 #include "cli/option_checks.h"
 #include "runtime/error.h"
+#include "runtime/finetune_options.h"
 #include "runtime/gen_options.h"
 #include "runtime/model.h"
 #include "runtime/suggest.h"
@@ -176,8 +177,21 @@ int main(int argc, char** argv) {
     ftc->add_option("-m,--model", ft.model, ".ember file (frozen base)")->required();
     ftc->add_option("--text", ft.text, "UTF-8 training text")->check(cli::file_name_check());
     ftc->add_option("-o,--out", ft.out, "adapter file to write (with --merge: the new .ember)")->required();
-    cli::add_int_option(ftc, "--steps", ft.opts.steps, 0, 1 << 30, "total optimizer steps");
-    cli::add_int_option(ftc, "--eval-every", ft.opts.eval_every, 1, 1 << 30, "validation loss and adapter checkpoint every K steps");
+    // The run's options: runtime/finetune_options.h's table, which the console's finetune uses too.
+    FinetuneOverrides ft_over;
+    std::vector<CLI::Option*> settings, run_options;
+    for (const FinetuneOptionSpec& spec : kFinetuneOptions) {
+        const FinetuneOptionSpec* sp = &spec;
+        auto* o = ftc->add_option(spec.name, [sp, &ft_over](const CLI::results_t& values) {
+            for (const std::string& v : values) {  // each value checked, the last one kept (as the console does)
+                const std::string bad = parse_finetune_option(sp->id, v, ft_over);
+                if (!bad.empty()) throw CLI::ValidationError(bad);
+            }
+            return true;
+        }, spec.help);
+        o->type_name(spec.value)->expected(1)->default_str(finetune_option_default(spec.id))->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+        (spec.setting ? settings : run_options).push_back(o);
+    }
     ftc->add_option("--resume", ft.resume, "adapter file of an interrupted run: go on from its step")->check(cli::file_name_check());
     cli::add_int_option(ftc, "--threads", ft.opts.threads, 0, kMaxThreads, "0 = all cores");
     ftc->add_flag("--skip-unknown", ft.skip_unknown, "drop (and count) characters outside a char model's vocabulary (a BPE model has none: no-op)");
@@ -185,16 +199,6 @@ int main(int argc, char** argv) {
     ftc->add_option("--log", ft.log, "CSV log: step,loss,val_loss,lr,tokens_per_s, a row per step (appended)")->check(cli::file_name_check());
     ftc->add_flag("--merge", ft.merge, "fold --adapter into the weights, requantized to the base's dtype, written to -o");
     ftc->add_option("--adapter", ft.adapter, "with --merge: the adapter to fold in")->check(cli::file_name_check());
-    std::vector<CLI::Option*> settings{
-        cli::add_int_option(ftc, "--rank", ft.opts.rank, 1, 1 << 16, "LoRA rank r"),
-        cli::add_float_option(ftc, "--alpha", ft.opts.alpha, "LoRA alpha (scale alpha / r)"),
-        cli::add_int_option(ftc, "--batch", ft.opts.batch, 1, 4096, "sequences per step"),
-        cli::add_int_option(ftc, "--seq", ft.opts.seq, 0, 1 << 20, "tokens per sequence (0 = block_size)"),
-        cli::add_u64_option(ftc, "--seed", ft.opts.seed, "adapter initialization and data order"),
-        cli::add_float_option(ftc, "--lr", ft.opts.lr, "AdamW learning rate"),
-        cli::add_float_option(ftc, "--weight-decay", ft.opts.weight_decay, "AdamW decoupled weight decay"),
-        cli::add_float_option(ftc, "--clip", ft.opts.clip, "max gradient norm (0 = off)"),
-    };
 
     cli::BenchArgs be;
     auto* b = app.add_subcommand("bench", "prefill and decode tokens/s");
@@ -276,9 +280,11 @@ int main(int argc, char** argv) {
             if (*f) return cli::cmd_flash(fl);
             if (*atc) return cli::cmd_attn(at);
             if (*ftc) {
-                for (const CLI::Option* o : settings) ft.settings_given = ft.settings_given || o->count() > 0;
+                ft_over.apply(ft.opts);
+                ft.settings_given = ft_over.settings_given();
                 std::vector<const CLI::Option*> training(settings.begin(), settings.end());
-                for (const char* name : {"--steps", "--eval-every", "--skip-unknown", "--log-every", "--log"}) training.push_back(ftc->get_option(name));
+                training.insert(training.end(), run_options.begin(), run_options.end());
+                for (const char* name : {"--skip-unknown", "--log-every", "--log"}) training.push_back(ftc->get_option(name));
                 for (const CLI::Option* o : training) {
                     if (o->count() > 0 && ft.training_option.empty()) ft.training_option = o->get_name();
                 }

@@ -553,18 +553,11 @@ void Console::cmd_finetune(const Command& c) {
     int64_t skipped = 0;  // a BPE model encodes any text: nothing to skip
     std::vector<int> ids = encode_training_text(*model_, read_text_file(c.file, size_t(256) << 20), printable(c.file, 200), f.skip_unknown, &skipped);
     FinetuneOptions o;
-    if (f.steps) o.steps = *f.steps;
-    if (f.lr) o.lr = *f.lr;
-    if (f.rank) o.rank = *f.rank;
-    if (f.alpha) o.alpha = *f.alpha;
-    if (f.batch) o.batch = *f.batch;
-    if (f.seq) o.seq = *f.seq;
-    if (f.seed) o.seed = *f.seed;
-    if (f.eval_every) o.eval_every = *f.eval_every;
+    f.options.apply(o);
     o.threads = opts_.threads;
     std::unique_ptr<LoraAdapter> adapter;
     if (!f.resume.empty()) {
-        if (f.settings_given()) fail("finetune: --resume takes rank, alpha, batch, seq, seed and lr from ", f.resume, ".emba; give only --steps, --eval-every");
+        if (f.options.settings_given()) fail("finetune: --resume takes ", finetune_settings_text(), " from ", f.resume, ".emba; give only --steps, --eval-every");
         const std::string from = opts_.models_dir + "/" + f.resume + ".emba";
         struct stat st{};
         if (::stat(from.c_str(), &st) != 0) fail("finetune: --resume: no adapter ", f.resume, " (", printable(from, 200), ")");

@@ -58,18 +58,6 @@ long long parse_int(std::string_view w, const char* what, long long lo, long lon
     return v;
 }
 
-uint64_t parse_u64(std::string_view w, const char* what) {
-    uint64_t v = 0;
-    if (std::string bad = ember::parse_u64(w, what, v); !bad.empty()) throw Bad{bad};
-    return v;
-}
-
-float parse_float(std::string_view w, const char* what) {
-    float v = 0.0f;
-    if (std::string bad = ember::parse_float(w, what, v); !bad.empty()) throw Bad{bad};
-    return v;
-}
-
 std::string unescape(std::string_view s, const char* what) {
     std::string out, why;
     if (!unescape_text(s, out, why)) throw Bad{std::string(what) + ": " + why};
@@ -257,28 +245,21 @@ Command parse(std::string_view line) {
                 f.skip_unknown = true;
                 continue;
             }
+            const FinetuneOptionSpec* spec = find_finetune_option(opt);
+            if (!spec && opt != "--name" && opt != "--resume") {
+                std::vector<std::string> names = finetune_option_names();
+                names.insert(names.end(), {"--name", "--resume", "--skip-unknown"});
+                std::string list;
+                for (const std::string& n : names) list += (list.empty() ? "" : " ") + n;
+                throw Bad{"finetune: unknown option '" + printable(opt, 40) + "'" + did_you_mean(opt, names) + " (" + list + ")"};
+            }
             const std::string_view v = next_word(line, pos);
-            if (v.empty() && (opt == "--steps" || opt == "--lr" || opt == "--rank" || opt == "--alpha" || opt == "--batch" || opt == "--seq" ||
-                              opt == "--seed" || opt == "--eval-every" || opt == "--name" || opt == "--resume"))
-                throw Bad{"finetune: option " + std::string(opt) + " needs a value"};
-            if (opt == "--steps") f.steps = parse_int(v, "--steps", 0, 1 << 30);
-            else if (opt == "--rank") f.rank = static_cast<int>(parse_int(v, "--rank", 1, 1 << 16));
-            else if (opt == "--batch") f.batch = static_cast<int>(parse_int(v, "--batch", 1, 4096));
-            else if (opt == "--seq") f.seq = static_cast<int>(parse_int(v, "--seq", 0, 1 << 20));
-            else if (opt == "--eval-every") f.eval_every = static_cast<int>(parse_int(v, "--eval-every", 1, 1 << 30));
-            else if (opt == "--seed") f.seed = parse_u64(v, "--seed");
-            else if (opt == "--lr" || opt == "--alpha") {
-                const float x = parse_float(v, opt == "--lr" ? "--lr" : "--alpha");
-                if (!(x > 0)) throw Bad{"finetune: " + std::string(opt) + " " + std::string(v) + " must be > 0"};
-                (opt == "--lr" ? f.lr : f.alpha) = x;
-            } else if (opt == "--name" || opt == "--resume") {
+            if (v.empty()) throw Bad{"finetune: option " + std::string(opt) + " needs a value"};
+            if (spec) {
+                if (const std::string bad = parse_finetune_option(spec->id, v, f.options); !bad.empty()) throw Bad{"finetune: " + bad};
+            } else {
                 if (const std::string bad = check_model_name(std::string(v)); !bad.empty()) throw Bad{"finetune: " + std::string(opt) + ": " + bad};
                 (opt == "--name" ? f.name : f.resume) = std::string(v);
-            } else {
-                static const std::vector<std::string> names{"--steps", "--lr", "--rank", "--alpha", "--batch", "--seq",
-                                                            "--seed", "--eval-every", "--name", "--resume", "--skip-unknown"};
-                throw Bad{"finetune: unknown option '" + printable(opt, 40) + "'" + did_you_mean(opt, names) +
-                          " (--steps --lr --rank --alpha --batch --seq --seed --eval-every --name --resume --skip-unknown)"};
             }
         }
         c.file = next_path(line, pos, "finetune");
@@ -341,7 +322,8 @@ const char* console_help() {
            "  load NAME          load NAME.ember\n"
            "  eval [--split val|all] [--skip-unknown] FILE   mean cross-entropy (nats/token) on a text file\n"
            "  finetune [--steps N] [--lr LR] [--rank R] [--alpha A] [--batch B] [--seq T] [--seed S] [--eval-every K]\n"
-           "           [--name NAME] [--resume NAME] [--skip-unknown] FILE   LoRA on FILE, adapter to NAME.emba; Ctrl-C stops (saved)\n"
+           "           [--weight-decay W] [--clip C] [--name NAME] [--resume NAME] [--skip-unknown] FILE\n"
+           "                     LoRA on FILE, adapter to NAME.emba; Ctrl-C stops (saved)\n"
            "  adapter NAME|off   gen and eval with NAME.emba (unmerged), or without\n"
            "  attn [--layer L] [--head H] [--top K] [--] TEXT   each query's strongest keys in a layer's heads (from 0) for TEXT\n"
            "  flash              binary receive mode, driven by `ember flash` on the host\n"

@@ -24,6 +24,7 @@
 #include <string>
 #include <string_view>
 
+#include "runtime/finetune_options.h"
 #include "runtime/gen_options.h"
 
 namespace ember::fw {
@@ -33,18 +34,10 @@ enum class CommandKind { Empty, Help, Gen, Set, Info, Models, Load, Eval, Flash,
 // `finetune`'s options, as `ember finetune` takes them. Unset = the run's default (or, with
 // resume, the adapter's own setting; giving one then is refused by the console).
 struct FinetuneRequest {
-    std::optional<int64_t> steps;       // 0 .. 2^30
-    std::optional<float> lr;            // finite, > 0
-    std::optional<int> rank;            // 1 .. 65536
-    std::optional<float> alpha;         // finite, > 0
-    std::optional<int> batch;           // 1 .. 4096
-    std::optional<int> seq;             // 0 .. 2^20 (0 = block_size)
-    std::optional<uint64_t> seed;
-    std::optional<int> eval_every;      // 1 .. 2^30
+    FinetuneOverrides options;          // ranges in runtime/finetune_options.h
     std::string name;                   // adapter written to DIR/NAME.emba (empty: resume's, else the model's)
     std::string resume;                 // DIR/NAME.emba to go on from
     bool skip_unknown = false;
-    bool settings_given() const { return lr || rank || alpha || batch || seq || seed; }
 };
 
 // Settings a `gen` overrides for one run, or `set` changes for good. Unset = unchanged.

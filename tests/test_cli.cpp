@@ -13,6 +13,8 @@
 #include <string>
 
 #include "cli_util.h"
+#include "firmware/console_parser.h"
+#include "runtime/finetune_options.h"
 #include "kernels/cpu/cpu_features.h"
 #include "test_util.h"
 
@@ -301,9 +303,12 @@ TEST_CASE("an empty file name is never taken as none, finetune's numbers are par
              Case{"--lr 1e-400", "--lr: '1e-400' is outside a float's range"},
              Case{"--lr 0x10", "--lr: '0x10' is not a decimal number"},
              Case{"--lr 5abc", "--lr: '5abc' is not a finite number"},
-             // Out of range: the value that is (it said "AdamW lr, weight decay and eps must be ...").
-             Case{"--lr -1", "AdamW lr -1 must be finite and >= 0"},
-             Case{"--weight-decay -0.5", "AdamW weight decay -0.5 must be finite and >= 0"},
+             // Out of range: the option and the value (it said "AdamW lr, weight decay and eps must be ...").
+             Case{"--lr -1", "--lr -1 must be > 0"},
+             Case{"--lr 0", "--lr 0 must be > 0"},  // the console refused it, ember took it
+             Case{"--alpha 0", "--alpha 0 must be > 0"},
+             Case{"--weight-decay -0.5", "--weight-decay -0.5 must be >= 0"},
+             Case{"--clip -1", "--clip -1 must be >= 0"},
              Case{"--steps ''", "--steps needs a value"},
              Case{"--batch 0", "--batch 0 not in 1..4096"},
              Case{"--threads x", "--threads: 'x' is not an integer"},
@@ -311,6 +316,22 @@ TEST_CASE("an empty file name is never taken as none, finetune's numbers are par
         CAPTURE(c.args);
         check_refused(ember_cli(ft + "-o " + q(victim) + " " + c.args, dir), c.error);
         CHECK(ember::test::read_file(victim) == before);
+    }
+    // One table (runtime/finetune_options.h) for ember finetune and the console's finetune: the same
+    // value is refused by both, with the same words.
+    for (const ember::FinetuneOptionSpec& spec : ember::kFinetuneOptions) {
+        for (const char* value : {"-1", "0", "5000"}) {
+            const std::string args = std::string(spec.name) + " " + value;
+            CAPTURE(args);
+            const ember::fw::ParseResult p = ember::fw::parse_command("finetune " + args + " a.txt");
+            const auto r = ember_cli(ft + "-o " + q(dir.file("same.emba")) + " " + args, dir);
+            if (p.ok) {
+                CHECK(r.err.find(std::string(spec.name) + " " + value) == std::string::npos);  // not refused by its parser
+            } else {
+                REQUIRE(p.error.rfind("finetune: ", 0) == 0);
+                check_refused(r, p.error.substr(10));
+            }
+        }
     }
     check_refused(ember_cli("finetune -m " + q(model) + " --merge --adapter '' -o " + q(dir.file("x.ember")), dir), "--adapter: needs a file name");
     check_refused(ember_cli("convert " + q(fixture("gptpy/model.pt")) + " --vocab-text " + q(fixture("gptpy/vocab.txt")) + " --group-size '' -o " +

@@ -235,8 +235,8 @@ TEST_CASE("console finetune: writes a valid adapter, adapter NAME is used by gen
     // Bad options: one ERR line each, nothing written, the console goes on.
     const std::pair<std::string, std::string> bad[] = {
         {"finetune", "ERR finetune: usage: finetune [options] FILE"},
-        {"finetune --steps x " + text, "ERR --steps: 'x' is not an integer"},
-        {"finetune --steps -1 " + text, "ERR --steps -1 not in 0..1073741824"},
+        {"finetune --steps x " + text, "ERR finetune: --steps: 'x' is not an integer"},
+        {"finetune --steps -1 " + text, "ERR finetune: --steps -1 not in 0..1073741824"},
         {"finetune --lr 0 " + text, "ERR finetune: --lr 0 must be > 0"},
         {"finetune --bogus 1 " + text, "ERR finetune: unknown option '--bogus'"},
         {"finetune --rank", "ERR finetune: option --rank needs a value"},

@@ -422,7 +422,7 @@ TEST_CASE("console: a line that the type-ahead limit cuts is dropped whole, neve
     CHECK(c.seen().find("ERR") == std::string::npos);
 }
 
-TEST_CASE("console: at start, a save's temporary file whose process is gone is removed and logged; others are kept") {
+TEST_CASE("console: at start, a save's temporary file whose process is gone is removed and logged, others are kept") {
     TempDir dir;
     const pid_t child = ::fork();  // a PID that is surely gone once waited for
     REQUIRE(child >= 0);
