@@ -157,6 +157,7 @@ int cmd_finetune(const FinetuneArgs& a) {
     if (!a.log.empty()) log = std::make_unique<CsvLog>(a.log);
     const double val0 = run.validation_loss();
     std::printf("step %lld: val loss %.4f%s\n", static_cast<long long>(first), val0, first ? " (resumed)" : " (before)");
+    if (const std::string note = run.long_step_note(); !note.empty()) std::printf("%s; Ctrl-C stops after it\n", note.c_str());
     if (log && first == 0) log->row(0, -1.0, val0, o.lr, 0.0);
     std::fflush(stdout);
     g_interrupted.store(false);

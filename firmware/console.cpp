@@ -579,6 +579,7 @@ void Console::cmd_finetune(const Command& c) {
         return;
     }
     write("step " + std::to_string(first) + ": val loss " + fmt("%.4f", run.validation_loss()) + (first ? " (resumed)\n" : " (before)\n"));
+    if (const std::string note = run.long_step_note(); !note.empty()) write(note + "; Ctrl-C stops after it\n");
     // Ctrl-C (0x03) is polled after every step; the run then writes the adapter and returns.
     std::atomic<bool> stop{false};
     double last_val = -1.0, last_tps = 0.0;

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -388,9 +389,26 @@ FinetuneRun::FinetuneRun(const Model& model, LoraAdapter& adapter, std::vector<i
 
 double FinetuneRun::validation_loss() {
     const ModelConfig& c = model_.config();
-    return evaluate(*eval_session_, ids_.data() + split_, static_cast<int64_t>(ids_.size()) - split_, c.block_size, c.vocab_size,
-                    c.tokenizer_size)
-        .loss;
+    const auto t0 = std::chrono::steady_clock::now();
+    const double loss = evaluate(*eval_session_, ids_.data() + split_, val_tokens(), c.block_size, c.vocab_size, c.tokenizer_size).loss;
+    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    forward_tps_ = static_cast<double>(val_tokens()) / std::max(secs, 1e-9);
+    return loss;
+}
+
+double FinetuneRun::step_seconds_floor() const {
+    return forward_tps_ > 0 ? static_cast<double>(opts_.batch) * opts_.seq / forward_tps_ : 0.0;
+}
+
+std::string FinetuneRun::long_step_note(double min_seconds) const {
+    const double floor_s = step_seconds_floor();
+    if (forward_tps_ <= 0 || floor_s < min_seconds) return "";
+    char b[256];
+    std::snprintf(b, sizeof b, "step %lld trains %d x %d = %lld tokens: a forward pass alone over them takes %.1f s here (%.0f tokens/s), "
+                  "a training step several times that",
+                  static_cast<long long>(step() + 1), opts_.batch, opts_.seq, static_cast<long long>(opts_.batch) * opts_.seq, floor_s,
+                  forward_tps_);
+    return b;
 }
 
 namespace {

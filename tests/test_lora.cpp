@@ -363,6 +363,29 @@ TEST_CASE("stop after step k, resume from the adapter file: the losses equal an 
     CHECK_THROWS_WITH_AS(FinetuneRun(*base->model, *a, other_ids, o), doctest::Contains("another text"), Error);
 }
 
+TEST_CASE("a step's time floor: batch x seq over the held-out pass's forward tokens/s, and the note a long step gets") {
+    auto base = convert_base("gptpy", convert::WeightDType::I8);
+    const CharTokenizer tok(base->model->code_points());
+    const std::vector<int> ids = tok.encode(read_text_file(fixture("gptpy/eval.txt")), "eval.txt");
+    FinetuneOptions o;
+    o.batch = 3;
+    o.seq = 12;
+    o.threads = 1;
+    LoraAdapter a(*base->model, 4, 8.0f);
+    FinetuneRun run(*base->model, a, ids, o);
+    CHECK(run.forward_tokens_per_s() == 0.0);  // nothing measured yet: no note
+    CHECK(run.step_seconds_floor() == 0.0);
+    CHECK(run.long_step_note(0.0).empty());
+    run.validation_loss();
+    const double tps = run.forward_tokens_per_s();
+    REQUIRE(tps > 0.0);
+    CHECK(run.step_seconds_floor() == doctest::Approx(36.0 / tps));
+    CHECK(run.long_step_note().empty());  // 36 tokens: far below 2 s
+    const std::string note = run.long_step_note(0.0);
+    CHECK(note.rfind("step 1 trains 3 x 12 = 36 tokens: ", 0) == 0);
+    CHECK(note.find("a forward pass alone over them takes ") != std::string::npos);
+}
+
 TEST_CASE("training text: unknown characters are named, or skipped and counted") {
     const CharTokenizer tok({' ', 'a', 'b'});
     CHECK_THROWS_WITH_AS(encode_training_text(tok, "ab ça", "t.txt", false, nullptr), doctest::Contains("U+00E7"), Error);
