@@ -424,10 +424,15 @@ std::string kept_text(const std::string& out_path, int64_t saved_step, double sa
            (std::isfinite(saved_val) ? " (val loss " + std::to_string(saved_val) + ")" : std::string());
 }
 
-// The likely cause of a divergence: the lr, or alpha / r, the scale of the update.
+// The likely cause of a divergence: the lr, or alpha / r, the scale of the update; or, where
+// lr x weight decay >= 1, the decay, which then flips or zeroes the adapter every step
+// (p *= 1 - lr * weight_decay, kernels/cpu/adamw.h).
 std::string diverged_cause(const LoraAdapter& a) {
     std::ostringstream s;
-    s << "(lr " << a.train.lr << " or alpha / rank " << a.alpha() / static_cast<float>(a.rank()) << " is likely too high)";
+    const double shrink = static_cast<double>(a.train.lr) * a.train.weight_decay;
+    s << "(lr " << a.train.lr << " or alpha / rank " << a.alpha() / static_cast<float>(a.rank()) << " is likely too high";
+    if (shrink >= 1.0) s << "; lr x weight decay " << a.train.weight_decay << " = " << shrink << " >= 1 scales the adapter by 1 - that each step";
+    s << ")";
     return s.str();
 }
 

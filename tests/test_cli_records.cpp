@@ -308,8 +308,13 @@ TEST_CASE("ember finetune that diverges (an lr far too high) exits 1, writes no 
     CAPTURE(r.out);
     CHECK(r.status == 1);
     CHECK(r.err.find("training diverged: steps ") != std::string::npos);
-    CHECK(r.err.find(" each gave a non-finite loss or gradient (lr 1e+30 or alpha / rank 4 is likely too high); ") != std::string::npos);
+    CHECK(r.err.find(" each gave a non-finite loss or gradient (lr 1e+30 or alpha / rank 4 is likely too high; lr x weight decay 0.01 = "
+                     "1e+28 >= 1 scales the adapter by 1 - that each step); ") != std::string::npos);
     CHECK(r.err.find("b.emba was not created (no checkpoint of it was written)") != std::string::npos);
+    // A weight decay far too high names itself (it used to blame the lr or alpha / rank alone).
+    const Run wd = ember_cli(common + "--weight-decay 1e30 --steps 200 --eval-every 100 -o " + q(dir.file("w.emba")), dir);
+    CHECK(wd.status == 1);
+    CHECK(wd.err.find("; lr x weight decay 1e+30 = 2e+27 >= 1 scales the adapter by 1 - that each step)") != std::string::npos);
     CHECK(!std::filesystem::exists(dir.file("b.emba")));
     // An adapter already at -o (a good run's) stays whole: the diverging run used to replace it
     // with the untrained adapter it wrote before its first step.
