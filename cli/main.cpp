@@ -151,7 +151,9 @@ int main(int argc, char** argv) {
             return true;
         }, spec.help);
         o->type_name(spec.value)->expected(1);
-        o->multi_option_policy(spec.id == GenOption::Stop ? CLI::MultiOptionPolicy::TakeAll : CLI::MultiOptionPolicy::TakeLast);
+        // Every value reaches the callback (TakeLast would hand it the last alone): each is
+        // checked, the last one kept, every --stop appended.
+        o->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
     }
     g->add_option("--context", gen.context, "exact | shift | ring")->capture_default_str();
     g->add_option("--threads", gen.threads, "0 = all cores")->capture_default_str()->check(CLI::TypeValidator<int>(""))->check(CLI::Range(0, kMaxThreads));
@@ -189,7 +191,8 @@ int main(int argc, char** argv) {
             }
             return true;
         }, spec.help);
-        o->type_name(spec.value)->expected(1)->default_str(finetune_option_default(spec.id))->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+        // TakeAll: CLI11 hands a TakeLast callback the last value alone; each must be checked.
+        o->type_name(spec.value)->expected(1)->default_str(finetune_option_default(spec.id))->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
         (spec.setting ? settings : run_options).push_back(o);
     }
     ftc->add_option("--resume", ft.resume, "adapter file of an interrupted run: go on from its step")->check(cli::file_name_check());

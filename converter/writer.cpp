@@ -30,7 +30,6 @@ WeightDType parse_dtype(const std::string& s) {
     fail("--dtype '", s, "' is unknown (f32, f16 or int8)");
 }
 
-
 namespace {
 
 constexpr const char* kConverter = "ember-convert 0.1.0";
@@ -58,16 +57,14 @@ std::vector<Placed> place(const CanonicalModel& m, const WriteOptions& opts, uin
         Placed p;
         const uint64_t n = numel(t);
         const WeightDType dt = t.shape.size() == 2 ? opts.dtype : WeightDType::F32;
+        p.dtype = file_dtype(dt);
         if (dt == WeightDType::F32) {
-            p.dtype = fb::DType::F32;
             p.data_size = n * 4;
         } else if (dt == WeightDType::F16) {
-            p.dtype = fb::DType::F16;
             p.data_size = n * 2;
         } else {
             const int64_t rows = t.shape[0], cols = t.shape[1];
             const int64_t g = (opts.group_size == 0 || opts.group_size > cols) ? cols : opts.group_size;
-            p.dtype = fb::DType::I8;
             p.group_size = static_cast<uint32_t>(g);
             p.data_size = n;
             p.scales_size = g > 0 && rows > 0 ? static_cast<uint64_t>(rows) * static_cast<uint64_t>((cols + g - 1) / g) * 4 : 0;

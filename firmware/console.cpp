@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <ctime>
 #include <vector>
 
 #include "firmware/serial_port.h"
@@ -38,10 +39,25 @@ std::string fmt(const char* f, double v) {
     return b;
 }
 
-// DIR/NAME.ember.tmp-PID and DIR/NAME.emba.tmp-PID whose writer, process PID, is gone: an
+// The time this machine booted (/proc/stat's btime), in seconds since the epoch; 0 if unknown.
+time_t boot_time() {
+    std::FILE* f = std::fopen("/proc/stat", "r");
+    if (!f) return 0;
+    char line[256];
+    long long t = 0;
+    while (std::fgets(line, sizeof line, f)) {
+        if (std::sscanf(line, "btime %lld", &t) == 1) break;
+    }
+    std::fclose(f);
+    return static_cast<time_t>(t);
+}
+
+// DIR/NAME.ember.tmp-PID and DIR/NAME.emba.tmp-PID whose writer, process PID, is gone (no
+// such process, or the file is older than this boot, so PID is another process's now): an
 // adapter or model save that a signal, a kill or a power cut ended before its rename (the
 // finished file was never touched). Removed through fs; returns the names removed.
 std::vector<std::string> remove_dead_temporaries(DeviceFs& fs, const std::string& dir) {
+    const time_t booted = boot_time();
     std::vector<std::string> removed;
     DIR* d = ::opendir(dir.c_str());
     if (!d) return removed;
@@ -54,7 +70,10 @@ std::vector<std::string> remove_dead_temporaries(DeviceFs& fs, const std::string
                           (stem.size() > 6 && stem.compare(stem.size() - 6, 6, ".ember") == 0);
         if (!ours || !std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; })) continue;
         const pid_t pid = static_cast<pid_t>(std::stol(digits));
-        if (pid <= 0 || ::kill(pid, 0) == 0 || errno != ESRCH) continue;  // running (or not ours to ask): kept
+        if (pid <= 0) continue;
+        struct stat st {};
+        const bool before_boot = booted > 0 && ::lstat((dir + "/" + n).c_str(), &st) == 0 && st.st_mtime < booted;
+        if (!before_boot && (::kill(pid, 0) == 0 || errno != ESRCH)) continue;  // its writer may be running: kept
         if (fs.unlink(dir + "/" + n) == 0) removed.push_back(n);
     }
     ::closedir(d);
@@ -571,7 +590,8 @@ void Console::cmd_finetune(const Command& c) {
     write("finetune: " + std::to_string(run.train_tokens()) + " training tokens, " + std::to_string(run.val_tokens()) + " held out" +
           (skipped ? ", " + std::to_string(skipped) + " characters outside the vocabulary skipped" : std::string()) + "; rank " +
           std::to_string(adapter->rank()) + ", alpha " + fmt("%g", adapter->alpha()) + ", batch " + std::to_string(ro.batch) + " x seq " +
-          std::to_string(ro.seq) + ", lr " + fmt("%g", ro.lr) + ", to " + out_name + ".emba\n");
+          std::to_string(ro.seq) + ", lr " + fmt("%g", ro.lr) + ", weight decay " + fmt("%g", ro.weight_decay) + ", clip " +
+          fmt("%g", ro.clip) + ", to " + out_name + ".emba\n");
     const int64_t first = run.step();
     if (first >= ro.steps) {
         adapter->save(out);

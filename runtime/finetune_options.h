@@ -38,16 +38,16 @@ struct FinetuneOptionSpec {
 };
 
 inline constexpr std::array<FinetuneOptionSpec, 10> kFinetuneOptions{{
-    {FinetuneOption::Steps, "--steps", "N", false, "total optimizer steps (a resumed run goes on up to N)"},
-    {FinetuneOption::EvalEvery, "--eval-every", "K", false, "validation loss and adapter checkpoint every K steps"},
+    {FinetuneOption::Steps, "--steps", "N", false, "total optimizer steps, 0..2^30 (a resumed run goes on up to N)"},
+    {FinetuneOption::EvalEvery, "--eval-every", "K", false, "validation loss and adapter checkpoint every K steps, 1..2^30"},
     {FinetuneOption::Rank, "--rank", "R", true, "LoRA rank r, 1..65536"},
     {FinetuneOption::Alpha, "--alpha", "A", true, "LoRA alpha, > 0 (the update's scale is alpha / r)"},
     {FinetuneOption::Batch, "--batch", "B", true, "sequences per step, 1..4096"},
-    {FinetuneOption::Seq, "--seq", "T", true, "tokens per sequence (0 = block_size)"},
-    {FinetuneOption::Seed, "--seed", "S", true, "adapter initialization and data order"},
+    {FinetuneOption::Seq, "--seq", "T", true, "tokens per sequence, 0..2^20 (0 = block_size)"},
+    {FinetuneOption::Seed, "--seed", "S", true, "adapter initialization and data order, 0..2^64-1"},
     {FinetuneOption::Lr, "--lr", "LR", true, "AdamW learning rate, > 0"},
     {FinetuneOption::WeightDecay, "--weight-decay", "W", true, "AdamW decoupled weight decay, >= 0"},
-    {FinetuneOption::Clip, "--clip", "C", true, "max gradient norm (0 = off)"},
+    {FinetuneOption::Clip, "--clip", "C", true, "max gradient norm, >= 0 (0 = off)"},
 }};
 
 // What a command line or a console line gives; unset = the default (FinetuneOptions').

@@ -48,12 +48,12 @@ int Sampler::sample(const float* logits) {
     // A NaN logit (weights that overflow) is never drawn: it ranks as -inf, so every
     // comparison below is a strict weak order (std::sort and nth_element need one).
     auto key = [logits](int i) { return std::isnan(logits[i]) ? -INFINITY : logits[i]; };
-    if (opts_.temperature == 0.0f) {  // the first maximal key; id 0 when every logit is NaN
-        int best = 0;
-        for (int i = 1; i < V; ++i) {
-            if (key(i) > key(best)) best = i;
+    if (opts_.temperature == 0.0f) {  // the first maximal logit that is a number; id 0 when every one is NaN
+        int best = -1;
+        for (int i = 0; i < V; ++i) {
+            if (!std::isnan(logits[i]) && (best < 0 || logits[i] > logits[best])) best = i;
         }
-        return best;
+        return best < 0 ? 0 : best;
     }
     // Candidates: all ids, or those whose logit is >= the k-th largest.
     int n = V;

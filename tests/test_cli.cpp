@@ -333,6 +333,11 @@ TEST_CASE("an empty file name is never taken as none, finetune's numbers are par
             }
         }
     }
+    // A bad value given before a good one is refused too, as the console refuses it (CLI11 used to
+    // hand the check the last value alone).
+    check_refused(ember_cli(ft + "-o " + q(victim) + " --lr -1 --lr 0.01", dir), "--lr -1 must be > 0");
+    CHECK(!ember::fw::parse_command("finetune --lr -1 --lr 0.01 a.txt").ok);
+    check_refused(ember_cli("generate -m " + q(model) + " --temp -1 --temp 0.5 -n 3", dir), "--temperature -1");
     check_refused(ember_cli("finetune -m " + q(model) + " --merge --adapter '' -o " + q(dir.file("x.ember")), dir), "--adapter: needs a file name");
     check_refused(ember_cli("convert " + q(fixture("gptpy/model.pt")) + " --vocab-text " + q(fixture("gptpy/vocab.txt")) + " --group-size '' -o " +
                                 q(dir.file("g.ember")),

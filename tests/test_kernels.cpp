@@ -243,9 +243,9 @@ TEST_CASE("thread pool that cannot start a worker (ulimit -v) stops the ones sta
             if (what.find("cannot start thread ") == std::string::npos || what.find(" of 1000") == std::string::npos) _exit(13);
         }
         ThreadPool after(2);  // the process goes on
-        int sum = 0;
+        std::atomic<int> sum{0};
         after.run(2, [&](int task, int) { sum += task + 1; });
-        _exit(sum == 3 ? 0 : 14);
+        _exit(sum.load() == 3 ? 0 : 14);
     }
     int status = 0;
     REQUIRE(::waitpid(pid, &status, 0) == pid);

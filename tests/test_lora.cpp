@@ -386,6 +386,19 @@ TEST_CASE("a step's time floor: batch x seq over the held-out pass's forward tok
     CHECK(note.find("a forward pass alone over them takes ") != std::string::npos);
 }
 
+TEST_CASE("the trainer refuses a negative or non-finite lr, weight decay or eps, naming it and its value") {
+    auto base = convert_base("gptpy", convert::WeightDType::I8);
+    LoraAdapter a(*base->model, 4, 8.0f);
+    for (const auto& [field, value, want] : {std::tuple<int, float, const char*>{0, -1.0f, "AdamW lr -1 must be finite and >= 0"},
+                                             {1, -0.5f, "AdamW weight decay -0.5 must be finite and >= 0"},
+                                             {2, std::nanf(""), "AdamW eps nan must be finite and >= 0"}}) {
+        CAPTURE(want);
+        kernels::AdamWParams aw;
+        (field == 0 ? aw.lr : field == 1 ? aw.weight_decay : aw.eps) = value;
+        CHECK_THROWS_WITH_AS(Trainer(*base->model, a, 2, 8, aw, 1.0f, 1), doctest::Contains(want), Error);
+    }
+}
+
 TEST_CASE("training text: unknown characters are named, or skipped and counted") {
     const CharTokenizer tok({' ', 'a', 'b'});
     CHECK_THROWS_WITH_AS(encode_training_text(tok, "ab ça", "t.txt", false, nullptr), doctest::Contains("U+00E7"), Error);

@@ -186,12 +186,13 @@ TEST_CASE("sampler: greedy passes over NaN logits wherever they sit, keeps the f
     Sampler s(o, 4, probs.data(), ids.data());
     const float nan = std::nanf("");
     const float first[] = {nan, 0.5f, 2.0f, 1.0f}, last[] = {0.5f, 2.0f, 1.0f, nan}, tie[] = {nan, 2.0f, nan, 2.0f},
-                all[] = {nan, nan, nan, nan}, inf[] = {nan, 1.0f, INFINITY, 3.0f};
+                all[] = {nan, nan, nan, nan}, inf[] = {nan, 1.0f, INFINITY, 3.0f}, neg[] = {nan, -INFINITY, nan, -INFINITY};
     CHECK(s.sample(first) == 2);
     CHECK(s.sample(last) == 1);
     CHECK(s.sample(tie) == 1);
     CHECK(s.sample(all) == 0);
     CHECK(s.sample(inf) == 2);
+    CHECK(s.sample(neg) == 1);  // -inf is a number: chosen over NaN
 }
 
 TEST_CASE("sampler: NaN logits (overflowing weights) are never drawn, +inf wins, all NaN gives a valid id") {

@@ -51,6 +51,9 @@ ThreadPool::ThreadPool(int n_threads) {
         stop_workers();
         throw std::system_error(e.code(), "cannot start thread " + std::to_string(workers_.size() + 2) + " of " +
                                               std::to_string(n_threads) + " (each takes a stack; fewer threads may fit)");
+    } catch (...) {  // std::bad_alloc of a thread's state: the same cleanup
+        stop_workers();
+        throw;
     }
 }
 

@@ -5,6 +5,7 @@
 
 #include <fcntl.h>
 #include <pty.h>
+#include <sys/time.h>
 #include <sys/wait.h>
 
 #include <random>
@@ -429,11 +430,14 @@ TEST_CASE("console: at start, a save's temporary file whose process is gone is r
     if (child == 0) ::_exit(0);
     REQUIRE(::waitpid(child, nullptr, 0) == child);
     const std::string dead = std::to_string(child), alive = std::to_string(::getpid());
-    const std::vector<std::string> removed{"a.emba.tmp-" + dead, "m.ember.tmp-" + dead};
+    const std::vector<std::string> removed{"a.emba.tmp-" + dead, "m.ember.tmp-" + dead,
+                                           "old.emba.tmp-" + std::to_string(::getpid())};  // before this boot: its PID is another's now
     const std::vector<std::string> kept{"b.emba.tmp-" + alive,  // its writer runs (this process)
                                         "notes.txt.tmp-" + dead, "c.emba.tmp-x" + dead, "d.emba.tmp-", "e.emba.tmp-0", "f.emba"};
     for (const auto& n : removed) write_file(dir.file(n), "half an adapter");
     for (const auto& n : kept) write_file(dir.file(n), "kept");
+    const timeval long_ago[2] = {{1000000000, 0}, {1000000000, 0}};  // 2001, before any boot of this machine
+    REQUIRE(::utimes(dir.file("old.emba.tmp-" + std::to_string(::getpid())).c_str(), long_ago) == 0);
     int journal[2];
     REQUIRE(::pipe(journal) == 0);
     {
