@@ -34,6 +34,14 @@ inline void write_file(const std::string& path, const std::string& bytes) {
     out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
 }
 inline bool exists(const std::string& path) { return ::access(path.c_str(), F_OK) == 0; }
+// Everything fd holds until its end (a pipe whose write end is closed), then closes fd.
+inline std::string read_to_end(int fd) {
+    std::string out;
+    char buf[4096];
+    for (ssize_t n; (n = ::read(fd, buf, sizeof buf)) > 0;) out.append(buf, static_cast<size_t>(n));
+    ::close(fd);
+    return out;
+}
 
 class TempDir {
 public:

@@ -447,10 +447,7 @@ TEST_CASE("console: at start, a save's temporary file whose process is gone is r
         CHECK(c.command("help").find("load") != std::string::npos);
     }
     ::close(journal[1]);
-    std::string log;
-    char buf[4096];
-    for (ssize_t n; (n = ::read(journal[0], buf, sizeof buf)) > 0;) log.append(buf, static_cast<size_t>(n));
-    ::close(journal[0]);
+    const std::string log = read_to_end(journal[0]);
     for (const auto& n : removed) {
         CAPTURE(n);
         CHECK_FALSE(exists(dir.file(n)));
@@ -481,10 +478,7 @@ TEST_CASE("console: loads, refusals and errors are logged with an ISO 8601 UTC t
         CHECK(c.command("flash").find("ERR flash: no frame came in 0.5 s") != std::string::npos);
     }
     ::close(journal[1]);
-    std::string from_fd;
-    char buf[4096];
-    for (ssize_t n; (n = ::read(journal[0], buf, sizeof buf)) > 0;) from_fd.append(buf, static_cast<size_t>(n));
-    ::close(journal[0]);
+    const std::string from_fd = read_to_end(journal[0]);
     const std::string log = read_file(dir.file("console.log"));
     REQUIRE(log.rfind(earlier, 0) == 0);        // appended
     CHECK(log.substr(earlier.size()) == from_fd);  // the same lines in both
