@@ -137,12 +137,19 @@ void LoraAdapter::init(uint64_t seed) {
     }
 }
 
-void LoraAdapter::save(const std::string& path) const {
+const char* LoraAdapter::non_finite_part() const {
     auto all_finite = [](const std::vector<float>& v) {
         return std::all_of(v.begin(), v.end(), [](float f) { return std::isfinite(f); });
     };
-    if (!all_finite(params_) || !all_finite(adam_m) || !all_finite(adam_v)) {
-        fail(printable(path, 200), ": the adapter holds non-finite values; not written");
+    if (!all_finite(params_)) return "weights";
+    if (!all_finite(adam_m)) return "AdamW first moment";
+    if (!all_finite(adam_v)) return "AdamW second moment";
+    return nullptr;
+}
+
+void LoraAdapter::save(const std::string& path) const {
+    if (const char* part = non_finite_part()) {
+        fail(printable(path, 200), ": the adapter's ", part, " holds non-finite values; not written");
     }
     flatbuffers::FlatBufferBuilder b(params_.size() * 4 * 3 + 4096);
     b.ForceDefaults(true);

@@ -48,8 +48,12 @@ public:
     static std::unique_ptr<LoraAdapter> load(const std::string& path, const Model& model);
 
     // Writes the adapter (with the training state and moments when train.present) atomically.
-    // Throws ember::Error; on error `path` is untouched.
+    // Throws ember::Error (also where non_finite_part() names a part); on error `path` is untouched.
     void save(const std::string& path) const;
+
+    // The first part holding a NaN or an infinity: "weights", "AdamW first moment" or
+    // "AdamW second moment"; nullptr when every value is finite.
+    const char* non_finite_part() const;
 
     int rank() const { return rank_; }
     float alpha() const { return alpha_; }

@@ -444,6 +444,12 @@ double FinetuneRun::save_if_finite(const std::string& out_path, int64_t* saved_s
         fail("training diverged at step ", adapter_.train.step, ": the validation loss is ", val, " ", diverged_cause(adapter_), "; ",
              kept_text(out_path, *saved_step, *saved_val));
     }
+    // A finite loss with an infinite moment: a gradient too large to square in float (a huge
+    // alpha with the clip off or as large).
+    if (const char* part = adapter_.non_finite_part()) {
+        fail("training diverged at step ", adapter_.train.step, ": the adapter's ", part, " holds non-finite values ",
+             diverged_cause(adapter_), "; ", kept_text(out_path, *saved_step, *saved_val));
+    }
     adapter_.save(out_path);
     *saved_step = static_cast<int64_t>(adapter_.train.step);
     *saved_val = val;

@@ -316,6 +316,16 @@ TEST_CASE("ember finetune that diverges (an lr far too high) exits 1, writes no 
     CHECK(wd.status == 1);
     CHECK(wd.err.find("; lr x weight decay 1e+30 = 2e+27 >= 1 scales the adapter by 1 - that each step)") != std::string::npos);
     CHECK(!std::filesystem::exists(dir.file("b.emba")));
+    // A huge alpha with the clip as huge: the loss may stay finite while a gradient squared
+    // overflows the AdamW second moment. It used to end in "the adapter holds non-finite
+    // values; not written", naming neither the divergence nor its cause.
+    const Run al = ember_cli(common + "--alpha 3e38 --clip 3e38 --steps 40 --eval-every 1 -o " + q(dir.file("al.emba")), dir);
+    CAPTURE(al.err);
+    CHECK(al.status == 1);
+    CHECK(al.err.find("training diverged") != std::string::npos);
+    CHECK(al.err.find("or alpha / rank 7.5e+37 is likely too high") != std::string::npos);
+    CHECK(al.err.find("not written") == std::string::npos);
+    CHECK(!std::filesystem::exists(dir.file("al.emba")));
     // An adapter already at -o (a good run's) stays whole: the diverging run used to replace it
     // with the untrained adapter it wrote before its first step.
     REQUIRE(ember_cli(common + "--steps 2 -o " + q(a), dir).status == 0);

@@ -303,7 +303,15 @@ TEST_CASE("adapter file: round trip, wrong model, corruption, truncation, non-fi
     refused(base->dir.file("v1alpha.emba"), *base->model, "v1alpha.emba: adapter alpha -inf must be finite and > 0");
     // saving non-finite values is refused and leaves the old file
     a->params()[3] = INFINITY;
-    CHECK_THROWS_AS(a->save(path), Error);
+    CHECK(std::string(a->non_finite_part()) == "weights");
+    CHECK_THROWS_WITH_AS(a->save(path), doctest::Contains("the adapter's weights holds non-finite values; not written"), Error);
+    CHECK(test::read_file(path) == bytes);
+    a->params()[3] = 0.0f;
+    CHECK(a->non_finite_part() == nullptr);
+    a->adam_v.assign(a->size(), 0.0f);
+    a->adam_v[5] = INFINITY;
+    CHECK(std::string(a->non_finite_part()) == "AdamW second moment");
+    CHECK_THROWS_WITH_AS(a->save(path), doctest::Contains("the adapter's AdamW second moment holds non-finite values"), Error);
     CHECK(test::read_file(path) == bytes);
 }
 
