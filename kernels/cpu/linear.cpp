@@ -153,6 +153,10 @@ const Kernels& kernels_at(CpuLevel level) {
 }
 
 constexpr int kRowGrain = 4;  // rows of W per unit of work: the int8 kernels take four at a time
+// ... and eight where the x86 int8 kernels take their 8-row decode loop (takes_rows8_decode):
+// a thread's range that began or ended off a multiple of 8 ran some rows in the 4-row kernel,
+// whose sums round differently, so a 2-thread session's logits differed from a 1-thread one's.
+constexpr int kRows8Grain = 8;
 
 // Prefill: T >= kGemmMinRows runs the level's GEMM (linear_variants.h's GemmFn). Tasks are
 // panels of `panel_rows` rows of x times chunks of N (multiples of 16 rows of W), at least two
@@ -207,7 +211,8 @@ void run_linear(const Kernels& kern, const float* x, int T, const WeightView& w,
         run_gemm(gemm, w.type == WType::I8 ? kern.i8_gemm_rows : kern.f_gemm_rows, a, pool);
         return;
     }
-    pool.parallel_for(a.N, kRowGrain, [&](int n_begin, int n_end, int) { rows(a, n_begin, n_end); });
+    const bool rows8 = w.type == WType::I8 && linear_detail::takes_rows8_decode(a.cache_resident, T, a.K, a.group);
+    pool.parallel_for(a.N, rows8 ? kRows8Grain : kRowGrain, [&](int n_begin, int n_end, int) { rows(a, n_begin, n_end); });
 }
 
 const char* kernel_name(const Kernels& k, WType type) {

@@ -83,6 +83,10 @@ const Case kCases[] = {{1, 64, 37, 32},    {1, 100, 37, 64},  {9, 100, 37, 32}, 
 
 TEST_CASE("linear: every kernel variant this CPU runs matches the plain reference (f32, f16, int8)") {
     ThreadPool pool(2);
+    // A pool that never runs on its caller alone (its measuring windows never close), so that
+    // every dispatch splits; and one thread.
+    ThreadPool split(2), one(1);
+    split.set_window(1 << 30, INT64_MAX);
     for (CpuLevel level : levels_to_test()) {
         for (const Case& c : kCases) {
             const std::string level_name = cpu_level_name(level);
@@ -131,6 +135,17 @@ TEST_CASE("linear: every kernel variant this CPU runs matches the plain referenc
             v.cache_resident = true;
             linear_at(level, x.data(), c.T, v, bias.data(), y.data(), scratch, pool);
             CHECK(max_rel(y, plain) < 1e-5);
+            // Threads split rows of W, never a sum, so one thread gives the same bits: a range
+            // that began off a multiple of 8 used to run rows of the 8-row kernel's in the
+            // 4-row one, and a 2-thread session's logits differed from a 1-thread one's.
+            for (bool resident : {false, true}) {
+                CAPTURE(resident);
+                v.cache_resident = resident;
+                std::vector<float> y1(y.size());
+                linear_at(level, x.data(), c.T, v, bias.data(), y.data(), scratch, split);
+                linear_at(level, x.data(), c.T, v, bias.data(), y1.data(), scratch, one);
+                CHECK(y1 == y);
+            }
         }
     }
 }
