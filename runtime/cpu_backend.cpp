@@ -161,7 +161,7 @@ const float* CpuBackend::forward_pass(const int* ids, int T, int pos0, int row0,
     const size_t TC = static_cast<size_t>(T) * C;
     for (int l = 0; l < c.n_layer; ++l) {
         const LayerWeights& L = w.layers[l];
-        kernels::layernorm(x, T, C, L.ln_1_w, L.ln_1_b, c.ln_eps, xn);
+        kernels::layernorm(x, T, C, L.ln_1_w, L.ln_1_b, c.ln_eps, xn, pool_);
         kernels::linear(xn, T, L.qkv, L.qkv_b, qkv, scratch, pool_);
         add_lora(l, LoraTarget::Qkv, xn, T, qkv);
         if (l == tap_layer_) {
@@ -202,17 +202,17 @@ const float* CpuBackend::forward_pass(const int* ids, int T, int pos0, int row0,
         kernels::linear(att, T, L.proj, L.proj_b, tmp, scratch, pool_);
         add_lora(l, LoraTarget::Proj, att, T, tmp);
         add(x, tmp, TC);
-        kernels::layernorm(x, T, C, L.ln_2_w, L.ln_2_b, c.ln_eps, xn);
+        kernels::layernorm(x, T, C, L.ln_2_w, L.ln_2_b, c.ln_eps, xn, pool_);
         kernels::linear(xn, T, L.fc, L.fc_b, hidden, scratch, pool_);
         add_lora(l, LoraTarget::Fc, xn, T, hidden);
-        kernels::activation(c.activation, hidden, static_cast<size_t>(T) * F);
+        kernels::activation(c.activation, hidden, T, F, pool_);
         kernels::linear(hidden, T, L.fc2, L.fc2_b, tmp, scratch, pool_);
         add_lora(l, LoraTarget::Fc2, hidden, T, tmp);
         add(x, tmp, TC);
     }
     float* logits = buf<float>(plan_.logits);
     if (all_rows) {
-        kernels::layernorm(x, T, C, w.ln_f_w, w.ln_f_b, c.ln_eps, xn);
+        kernels::layernorm(x, T, C, w.ln_f_w, w.ln_f_b, c.ln_eps, xn, pool_);
         kernels::linear(xn, T, w.lm_head, w.lm_head_b, logits, scratch, pool_);
     } else {
         kernels::layernorm(x + static_cast<size_t>(T - 1) * C, 1, C, w.ln_f_w, w.ln_f_b, c.ln_eps, xn);

@@ -192,7 +192,7 @@ double Trainer::forward(const int* x, const int* y, bool backward) {
         float* hpre = HPRE + l * MF;
         float* hact = HACT + l * MF;
         float* xout = X + (l + 1) * MC;
-        kernels::layernorm(xin, M, C, Lw.ln_1_w, Lw.ln_1_b, c.ln_eps, xn1);
+        kernels::layernorm(xin, M, C, Lw.ln_1_w, Lw.ln_1_b, c.ln_eps, xn1, pool_);
         adapted(l, LoraTarget::Qkv, xn1, Lw.qkv, Lw.qkv_b, qkv);
         for (int b = 0; b < B_; ++b) {
             const float* qb = qkv + static_cast<size_t>(b) * T * 3 * C;
@@ -204,15 +204,15 @@ double Trainer::forward(const int* x, const int* y, bool backward) {
         }
         adapted(l, LoraTarget::Proj, att, Lw.proj, Lw.proj_b, tmp);
         for (size_t i = 0; i < MC; ++i) xmid[i] = xin[i] + tmp[i];
-        kernels::layernorm(xmid, M, C, Lw.ln_2_w, Lw.ln_2_b, c.ln_eps, xn2);
+        kernels::layernorm(xmid, M, C, Lw.ln_2_w, Lw.ln_2_b, c.ln_eps, xn2, pool_);
         adapted(l, LoraTarget::Fc, xn2, Lw.fc, Lw.fc_b, hpre);
         std::memcpy(hact, hpre, MF * sizeof(float));
-        kernels::activation(c.activation, hact, MF);
+        kernels::activation(c.activation, hact, M, F, pool_);
         adapted(l, LoraTarget::Fc2, hact, Lw.fc2, Lw.fc2_b, tmp);
         for (size_t i = 0; i < MC; ++i) xout[i] = xmid[i] + tmp[i];
     }
     const float* xlast = X + L * MC;
-    kernels::layernorm(xlast, M, C, w.ln_f_w, w.ln_f_b, c.ln_eps, xnf);
+    kernels::layernorm(xlast, M, C, w.ln_f_w, w.ln_f_b, c.ln_eps, xnf, pool_);
     kernels::linear(xnf, M, w.lm_head, w.lm_head_b, logits, scratch, pool_);
     const double loss = kernels::cross_entropy_backward(logits, y, M, V);  // logits now hold d loss / d logits
     if (!backward) return loss;
@@ -233,16 +233,16 @@ double Trainer::forward(const int* x, const int* y, bool backward) {
 
     kernels::linear_backward_input(logits, M, w.lm_head, dtmp, false, rows, pool_);
     std::memset(dx, 0, MC * sizeof(float));
-    kernels::layernorm_backward(xlast, M, C, w.ln_f_w, c.ln_eps, dtmp, dx);
+    kernels::layernorm_backward(xlast, M, C, w.ln_f_w, c.ln_eps, dtmp, dx, pool_);
     for (int l = L - 1; l >= 0; --l) {
         const LayerWeights& Lw = w.layers[l];
         // MLP: x_out = x_mid + fc2(act(fc(ln_2(x_mid))))
         kernels::linear_backward_input(dx, M, Lw.fc2, dh, false, rows, pool_);
         lora_back(l, LoraTarget::Fc2, HACT + l * MF, dx, dh);
-        kernels::activation_backward(c.activation, HPRE + l * MF, dh, dh, MF);
+        kernels::activation_backward(c.activation, HPRE + l * MF, dh, dh, M, F, pool_);
         kernels::linear_backward_input(dh, M, Lw.fc, dtmp, false, rows, pool_);
         lora_back(l, LoraTarget::Fc, XN2 + l * MC, dh, dtmp);
-        kernels::layernorm_backward(XMID + l * MC, M, C, Lw.ln_2_w, c.ln_eps, dtmp, dx);
+        kernels::layernorm_backward(XMID + l * MC, M, C, Lw.ln_2_w, c.ln_eps, dtmp, dx, pool_);
         // attention: x_mid = x_in + proj(attention(qkv(ln_1(x_in))))
         kernels::linear_backward_input(dx, M, Lw.proj, datt, false, rows, pool_);
         lora_back(l, LoraTarget::Proj, ATT + l * MC, dx, datt);
@@ -251,7 +251,7 @@ double Trainer::forward(const int* x, const int* y, bool backward) {
         if (l > 0) {
             kernels::linear_backward_input(dqkv, M, Lw.qkv, dtmp, false, rows, pool_);
             lora_back(l, LoraTarget::Qkv, XN1 + l * MC, dqkv, dtmp);
-            kernels::layernorm_backward(X + l * MC, M, C, Lw.ln_1_w, c.ln_eps, dtmp, dx);
+            kernels::layernorm_backward(X + l * MC, M, C, Lw.ln_1_w, c.ln_eps, dtmp, dx, pool_);
         } else {  // nothing below block 0 learns: its input gradient is not needed
             lora_back(l, LoraTarget::Qkv, XN1, dqkv, nullptr);
         }

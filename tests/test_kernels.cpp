@@ -8,6 +8,7 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <cstdint>
 #include <cstdlib>
 #include <fstream>
 #include <random>
@@ -23,6 +24,7 @@
 #include "kernels/cpu/layernorm.h"
 #include "kernels/cpu/linear.h"
 #include "kernels/cpu/thread_choice.h"
+#include "kernels/cpu/thread_pool.h"
 #include "kernel_test_util.h"
 #include "runtime/error.h"
 
@@ -144,6 +146,41 @@ TEST_CASE("activations match their double references") {
     float u[1] = {1.0f};
     activation(ActivationKind::GeluTanh, u, 1);
     CHECK(u[0] == doctest::Approx(0.8411920).epsilon(1e-6));
+}
+
+TEST_CASE("layernorm and the activations, forward and backward, split across threads give each row's single-thread result, bit for bit") {
+    // A pool whose measuring windows never close, so every dispatch splits, and one thread.
+    ThreadPool split(2), one(1);
+    split.set_window(1 << 30, INT64_MAX);
+    const int C = 64, T = 3 * ThreadPool::row_grain(C) + 5;  // four tasks, the last short
+    const auto x = randn(static_cast<size_t>(T) * C, 31, 2.0f), dy = randn(x.size(), 32);
+    const auto w = randn(C, 33), b = randn(C, 34);
+    std::vector<float> y2(x.size()), y1(x.size()), flat(x.size());
+    layernorm(x.data(), T, C, w.data(), b.data(), 1e-5f, y2.data(), split);
+    layernorm(x.data(), T, C, w.data(), b.data(), 1e-5f, y1.data(), one);
+    layernorm(x.data(), T, C, w.data(), b.data(), 1e-5f, flat.data());
+    CHECK(y2 == flat);
+    CHECK(y1 == flat);
+    std::vector<float> dx2(x.size(), 0.5f), dx1(x.size(), 0.5f);
+    layernorm_backward(x.data(), T, C, w.data(), 1e-5f, dy.data(), dx2.data(), split);
+    layernorm_backward(x.data(), T, C, w.data(), 1e-5f, dy.data(), dx1.data());
+    CHECK(dx2 == dx1);
+    // F = 100: not a multiple of any vector width, so each row ends in the scalar tail, as a
+    // decode step's row does.
+    const int F = 100, R = 2 * ThreadPool::row_grain(F) + 7;
+    const auto h = randn(static_cast<size_t>(R) * F, 35, 3.0f), dh = randn(h.size(), 36);
+    for (auto kind : {ActivationKind::ReLU, ActivationKind::GeluErf, ActivationKind::GeluTanh}) {
+        auto a2 = h, rows = h;
+        activation(kind, a2.data(), R, F, split);
+        for (int r = 0; r < R; ++r) activation(kind, rows.data() + static_cast<size_t>(r) * F, F);
+        CHECK(a2 == rows);
+        std::vector<float> g2(h.size()), g1(h.size());
+        activation_backward(kind, h.data(), dh.data(), g2.data(), R, F, split);
+        activation_backward(kind, h.data(), dh.data(), g1.data(), h.size());
+        CHECK(g2 == g1);
+    }
+    CHECK(split.solo_dispatches() == 0);
+    CHECK(split.dispatches() > 0);
 }
 
 TEST_CASE("attention matches its reference for prefill spans and ring decode") {

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "kernels/cpu/ops_variants.h"
+#include "kernels/cpu/thread_pool.h"
 
 namespace ember::kernels {
 
@@ -47,6 +48,13 @@ void activation_plain(ActivationKind kind, float* x, size_t n) {
 }  // namespace ops_detail
 
 void activation(ActivationKind kind, float* x, size_t n) { ops_detail::op_kernels().activation(kind, x, n); }
+
+void activation(ActivationKind kind, float* x, int T, int F, ThreadPool& pool) {
+    const auto fn = ops_detail::op_kernels().activation;
+    pool.parallel_for(T, ThreadPool::row_grain(static_cast<size_t>(F)), [&](int t0, int t1, int) {
+        for (int t = t0; t < t1; ++t) fn(kind, x + static_cast<size_t>(t) * F, static_cast<size_t>(F));
+    });
+}
 
 void activation_at(CpuLevel level, ActivationKind kind, float* x, size_t n) {
     ops_detail::op_kernels_at(level).activation(kind, x, n);
@@ -99,6 +107,13 @@ void activation_backward(ActivationKind kind, const float* pre, const float* dy,
         }
         break;
     }
+}
+
+void activation_backward(ActivationKind kind, const float* pre, const float* dy, float* dx, int T, int F, ThreadPool& pool) {
+    pool.parallel_for(T, ThreadPool::row_grain(static_cast<size_t>(F)), [&](int t0, int t1, int) {
+        const size_t at = static_cast<size_t>(t0) * F;
+        activation_backward(kind, pre + at, dy + at, dx + at, static_cast<size_t>(t1 - t0) * F);
+    });
 }
 
 }  // namespace ember::kernels

@@ -13,11 +13,16 @@ namespace ember::kernels {
 
 enum class ActivationKind { ReLU, GeluErf, GeluTanh };
 
+class ThreadPool;
+
 void activation_ref(ActivationKind kind, float* x, size_t n);  // double precision
 // Fast: cpu_level()'s loop (cpu_features.h). The AVX2 and NEON GELUs evaluate erf and tanh
 // through a vector e^x (Cephes' expf; erf by Abramowitz and Stegun 7.1.26, |error| < 1.5e-7),
 // not libm: within a few 1e-7 of activation_ref.
 void activation(ActivationKind kind, float* x, size_t n);
+// The same over rows x [T, F], rows split across `pool` (ThreadPool::row_grain); each row's
+// result is activation(kind, row, F)'s, bit for bit.
+void activation(ActivationKind kind, float* x, int T, int F, ThreadPool& pool);
 // activation() with the loop of `level`, or of the highest level below it this CPU runs.
 void activation_at(CpuLevel level, ActivationKind kind, float* x, size_t n);
 
@@ -25,5 +30,7 @@ void activation_at(CpuLevel level, ActivationKind kind, float* x, size_t n);
 // torch). dx may alias dy.
 void activation_backward_ref(ActivationKind kind, const float* pre, const float* dy, float* dx, size_t n);
 void activation_backward(ActivationKind kind, const float* pre, const float* dy, float* dx, size_t n);
+// The same over rows [T, F], rows split across `pool`.
+void activation_backward(ActivationKind kind, const float* pre, const float* dy, float* dx, int T, int F, ThreadPool& pool);
 
 }  // namespace ember::kernels

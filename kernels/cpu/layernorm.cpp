@@ -4,6 +4,7 @@
 #include <cstddef>
 
 #include "kernels/cpu/ops_variants.h"
+#include "kernels/cpu/thread_pool.h"
 
 namespace ember::kernels {
 
@@ -58,6 +59,14 @@ void run_layernorm(ops_detail::LayerNormRowFn row, const float* x, int T, int C,
 
 void layernorm(const float* x, int T, int C, const float* weight, const float* bias, float eps, float* out) {
     run_layernorm(ops_detail::op_kernels().layernorm_row, x, T, C, weight, bias, eps, out);
+}
+
+void layernorm(const float* x, int T, int C, const float* weight, const float* bias, float eps, float* out, ThreadPool& pool) {
+    const auto row = ops_detail::op_kernels().layernorm_row;
+    pool.parallel_for(T, ThreadPool::row_grain(static_cast<size_t>(C)), [&](int t0, int t1, int) {
+        const size_t at = static_cast<size_t>(t0) * C;
+        run_layernorm(row, x + at, t1 - t0, C, weight, bias, eps, out + at);
+    });
 }
 
 void layernorm_at(CpuLevel level, const float* x, int T, int C, const float* weight, const float* bias, float eps,
@@ -115,6 +124,13 @@ void layernorm_backward(const float* x, int T, int C, const float* weight, float
         mgx /= C;
         for (int c = 0; c < C; ++c) o[c] += rstd * (g[c] * weight[c] - mg - (xr[c] - mean) * rstd * mgx);
     }
+}
+
+void layernorm_backward(const float* x, int T, int C, const float* weight, float eps, const float* dy, float* dx, ThreadPool& pool) {
+    pool.parallel_for(T, ThreadPool::row_grain(static_cast<size_t>(C)), [&](int t0, int t1, int) {
+        const size_t at = static_cast<size_t>(t0) * C;
+        layernorm_backward(x + at, t1 - t0, C, weight, eps, dy + at, dx + at);
+    });
 }
 
 }  // namespace ember::kernels

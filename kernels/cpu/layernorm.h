@@ -7,6 +7,8 @@
 
 namespace ember::kernels {
 
+class ThreadPool;
+
 // Plain reference in double precision.
 void layernorm_ref(const float* x, int T, int C, const float* weight, const float* bias, float eps,
                    float* out);
@@ -15,6 +17,9 @@ void layernorm_ref(const float* x, int T, int C, const float* weight, const floa
 // large equal magnitude where the one-pass E[x^2] - E[x]^2 formula cancels. The row loop is
 // cpu_level()'s (cpu_features.h: AVX2 + FMA on x86-64, NEON on aarch64, else plain).
 void layernorm(const float* x, int T, int C, const float* weight, const float* bias, float eps, float* out);
+// The same, rows split across `pool` (ThreadPool::row_grain rows per task at the least); each
+// row's result is the one above, bit for bit.
+void layernorm(const float* x, int T, int C, const float* weight, const float* bias, float eps, float* out, ThreadPool& pool);
 // layernorm() with the row loop of `level`, or of the highest level below it this CPU runs.
 void layernorm_at(CpuLevel level, const float* x, int T, int C, const float* weight, const float* bias, float eps,
                   float* out);
@@ -24,5 +29,7 @@ void layernorm_at(CpuLevel level, const float* x, int T, int C, const float* wei
 // [T, C] (the residual stream's gradient accumulates). Mean and rstd are recomputed from x.
 void layernorm_backward_ref(const float* x, int T, int C, const float* weight, float eps, const float* dy, float* dx);
 void layernorm_backward(const float* x, int T, int C, const float* weight, float eps, const float* dy, float* dx);
+// The same, rows split across `pool`.
+void layernorm_backward(const float* x, int T, int C, const float* weight, float eps, const float* dy, float* dx, ThreadPool& pool);
 
 }  // namespace ember::kernels

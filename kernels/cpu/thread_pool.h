@@ -109,6 +109,14 @@ public:
         });
     }
 
+    // Rows per task for a row-wise op (LayerNorm, an activation) over rows of `row_values`
+    // values: enough that a task's ~kMinTaskValues values outweigh its dispatch (microseconds
+    // across cores), so a decode step's single row and short prompts stay on the caller.
+    static constexpr size_t kMinTaskValues = 16384;
+    static int row_grain(size_t row_values) {
+        return row_values >= kMinTaskValues ? 1 : static_cast<int>(kMinTaskValues / (row_values ? row_values : 1));
+    }
+
     // While set, every dispatch runs on the caller alone, counted as solo (the caller measured
     // its steps faster alone: ThreadChoice, thread_choice.h); the pool's own windows pause.
     void set_caller_only(bool on) { caller_only_ = on; }
