@@ -499,8 +499,9 @@ int cmd_bench(const BenchArgs& a) {
                 std::printf("last-level cache: size unknown (no /sys/devices/system/cpu/cpu0/cache): int8 weights are taken to "
                             "come from DRAM, so the 8-row decode kernel of cache-resident weights is not used\n");
             } else {
-                std::printf("last-level cache: %.1f MiB; int8 weights %s it\n", llc / 1048576.0,
-                            model->weight_bytes() <= llc ? "fit in (8-row decode kernel where the group size allows)" : "exceed");
+                std::printf("last-level cache: %.1f MiB; int8 weights %s\n", llc / 1048576.0,
+                            model->weight_bytes() <= llc ? "fit in it (8-row decode kernel where the group size allows)"
+                                                         : "exceed it");
             }
         }
         if (!backend.describe().empty()) std::printf("%s\n", backend.describe().c_str());

@@ -433,6 +433,13 @@ TEST_CASE("--kv-cache f16|f32 on generate, eval and bench, and bench --json reco
     const size_t llc = ember::kernels::last_level_cache_bytes();
     CHECK(be.out.find(llc == 0 ? "last-level cache: size unknown (no /sys/devices/system/cpu/cpu0/cache)" : "last-level cache: ") !=
           std::string::npos);
+    if (llc != 0) {
+        // One sentence: "int8 weights fit in it (...)" or "int8 weights exceed it", never "fit in (...) it".
+        const bool fits = be.out.find("; int8 weights fit in it (8-row decode kernel where the group size allows)\n") != std::string::npos;
+        const bool exceeds = be.out.find("; int8 weights exceed it\n") != std::string::npos;
+        CHECK(fits != exceeds);
+        CHECK(be.out.find(") it\n") == std::string::npos);
+    }
     const Run js = ember_cli("bench -m " + q(good) + " -p 4 -n 3 --runs 1 --backend cpu --json", dir);
     CHECK(js.out.find("\"last_level_cache_bytes\":" + std::to_string(llc)) != std::string::npos);
     check_refused(ember_cli("generate -m " + q(good) + " -n 5 --kv-cache bf16", dir), "--kv-cache");
