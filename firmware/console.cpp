@@ -159,7 +159,10 @@ int Console::run() {
             try {
                 cmd_load(start, false);
             } catch (const Error& e) {
-                err("load " + start + ": " + one_line(e.what()));
+                // cmd_load's own messages begin "load: " (typed as a command); here the prefix names the model already.
+                std::string why = one_line(e.what());
+                if (why.rfind("load: ", 0) == 0) why.erase(0, 6);
+                err("load " + start + ": " + why);
             }
         } else {
             write("no model loaded: flash one with `ember flash` on the host, or load NAME\n");

@@ -278,6 +278,16 @@ TEST_CASE("console: --backend: info names the backend, cuda without a GPU is one
     }
 }
 
+TEST_CASE("console: a model to load at start that is missing is said once, without a doubled load:") {
+    TempDir dir;
+    ConsoleOptions o = opts_for(dir);
+    o.load = "nothere";
+    PtyConsole c(o);  // waits for the first prompt, which follows the start's ERR line
+    CHECK(c.seen().find("ERR load nothere: no model nothere (") != std::string::npos);
+    CHECK(c.seen().find("load: no model") == std::string::npos);
+    CHECK(c.command("info").find("model: none loaded") != std::string::npos);
+}
+
 TEST_CASE("console: Ctrl-C stops a generation, type-ahead is kept") {
     TempDir dir;
     write_file(dir.file("tiny.ember"), read_file(model_int8()));
