@@ -155,7 +155,7 @@ int main(int argc, char** argv) {
         // checked, the last one kept, every --stop appended.
         o->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
     }
-    g->add_option("--context", gen.context, "exact | shift | ring")->capture_default_str();
+    g->add_option("--context", gen.context, "exact | shift | ring")->capture_default_str()->check(CLI::IsMember({"exact", "shift", "ring"}));
     g->add_option("--threads", gen.threads, "0 = all cores")->capture_default_str()->check(CLI::TypeValidator<int>(""))->check(CLI::Range(0, kMaxThreads));
     g->add_option("--backend", gen.backend, "cpu | cuda | auto (CUDA when a GPU is present)")->capture_default_str();
     g->add_option("--kv-cache", gen.kv_cache, "the CPU backend's KV cache: f16 | f32")->capture_default_str()->check(CLI::IsMember({"f16", "f32"}));

@@ -224,6 +224,9 @@ TEST_CASE("ember --help: each type once, a pointer to the subcommands' help and 
     }
     CHECK(ember_cli("bench --help", dir).out.find("--threads INT in [0 - 256]=0") != std::string::npos);
     check_refused(ember_cli("generate -m x.ember --threads 100000", dir), "(see ember generate --help)");
+    // The context policy is checked as the other options are (it used to be refused later, by
+    // the session, without the pointer to --help).
+    check_refused(ember_cli("generate -m x.ember --context foo", dir), "--context: foo not in {exact,shift,ring} (see ember generate --help)");
     check_refused(ember_cli("genrate -m x.ember", dir), "(see ember --help)");
     // info and flash take the model as -m too, as every other subcommand does.
     const std::string model = dir.file("m.ember");
