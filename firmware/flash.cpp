@@ -3,6 +3,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
@@ -61,14 +62,25 @@ void sync_file(DeviceFs& fs, const std::string& path) {
     if (r != 0) fail(printable(path, 200), ": fsync: ", std::strerror(saved));
 }
 
-// Removes DIR/.flash-*.part files other than `keep` (older, abandoned transfers).
+// Removes DIR/.flash-*.part files other than `keep` (older, abandoned transfers). A part file
+// that a receiver holds open (its flock, taken in on_offer) is another ember-console's transfer
+// in progress on the same models folder: it stays (it used to be removed, and that transfer's
+// bytes went to an unlinked file).
 void remove_stale_parts(DeviceFs& fs, const std::string& dir, const std::string& keep) {
     DIR* d = ::opendir(dir.c_str());
     if (!d) return;
     while (dirent* e = ::readdir(d)) {
         const std::string n = e->d_name;
-        if (n.rfind(".flash-", 0) == 0 && n.size() > 5 && n.compare(n.size() - 5, 5, ".part") == 0 && dir + "/" + n != keep)
-            fs.unlink(dir + "/" + n);
+        if (n.rfind(".flash-", 0) == 0 && n.size() > 5 && n.compare(n.size() - 5, 5, ".part") == 0 && dir + "/" + n != keep) {
+            const std::string path = dir + "/" + n;
+            const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW);
+            if (fd >= 0 && ::flock(fd, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK) {
+                ::close(fd);
+                continue;  // being received
+            }
+            fs.unlink(path);
+            if (fd >= 0) ::close(fd);
+        }
     }
     ::closedir(d);
 }
@@ -196,6 +208,11 @@ void FlashReceiver::on_offer(const Frame& in, std::vector<Frame>& out) {
         remove_stale_parts(*opts_.fs, opts_.models_dir, part_path_);
         part_fd_ = opts_.fs->open(part_path_, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
         if (part_fd_ < 0) return refuse(part_path_ + ": cannot create: " + std::strerror(errno));
+        // Held until the file is installed or refused: another console's offers leave it alone.
+        if (::flock(part_fd_, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK) {
+            close_part();
+            return refuse(printable(part_path_, 200) + " is being received by another ember-console on this models folder: offer it again when that transfer ends");
+        }
         if (::fstat(part_fd_, &st) != 0) return refuse(part_path_ + ": fstat: " + std::strerror(errno));
         if (static_cast<uint64_t>(st.st_size) > size) {
             if (opts_.fs->ftruncate(part_fd_, 0) != 0) return refuse(part_path_ + ": ftruncate: " + std::strerror(errno));
@@ -297,7 +314,8 @@ void FlashReceiver::on_done(const Frame& in, std::vector<Frame>& out) {
         out.push_back(make(FrameType::Result, in.seq, result_));
     };
     if (opts_.fs->fsync(part_fd_) != 0) return reject(part_path_ + ": fsync: " + std::strerror(errno));
-    close_part();
+    // part_fd_ (and its flock) stays open until the rename: another console's offer must not
+    // remove the file between its checks and its install.
     const std::string got = sha256_file(part_path_);
     if (got != sha_hex_) return reject("SHA-256 mismatch: the received file hashes to " + got + ", the offer said " + sha_hex_);
     try {
@@ -313,6 +331,7 @@ void FlashReceiver::on_done(const Frame& in, std::vector<Frame>& out) {
     }
     if (opts_.kill_before_rename) ::raise(SIGKILL);
     if (opts_.fs->rename(part_path_, target) != 0) return reject(target + ": rename: " + std::strerror(errno));
+    close_part();
     // Installed from here on: a folder that will not sync is a warning with the install,
     // never a refusal (it used to NAK a model that was in place, then refuse the repeated DONE).
     outcome_.installed = true;

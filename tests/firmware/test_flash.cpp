@@ -756,3 +756,41 @@ TEST_CASE("flash receiver: BYE before a transfer is complete says how far it got
         CHECK_FALSE(o.installed);
     }
 }
+
+TEST_CASE("flash receiver: two consoles on one models folder: an offer leaves the other's transfer in progress alone") {
+    // An offer removed every other DIR/.flash-*.part as abandoned, the one a second
+    // ember-console (another port, the same --models folder) was writing too: that transfer's
+    // bytes went to an unlinked file and its DONE failed ("...part: cannot open").
+    TempDir dir;
+    ReceiverOptions ro;
+    ro.models_dir = dir.path();
+    FlashReceiver a(ro), b(ro);
+    std::vector<Frame> out;
+    const std::string body_a(100, 'a'), body_b(100, 'b');
+    const std::string sha_a = sha256_hex(body_a.data(), body_a.size()), sha_b = sha256_hex(body_b.data(), body_b.size());
+    a.handle(frame_of(FrameType::Offer, 1, offer_payload(100, sha_a, "ma")), out);
+    a.handle(frame_of(FrameType::Data, 2, u64_payload(0, body_a.substr(0, 60))), out);
+    REQUIRE(out.size() == 2);
+    CHECK(out[1].type == FrameType::Ack);
+    out.clear();
+    b.handle(frame_of(FrameType::Offer, 1, offer_payload(100, sha_b, "mb")), out);  // the other console's offer
+    REQUIRE(out.size() == 1);
+    CHECK(out[0].type == FrameType::Accept);
+    out.clear();
+    CHECK(part_files(dir.path()) == 2);
+    a.handle(frame_of(FrameType::Data, 3, u64_payload(60, body_a.substr(60))), out);
+    a.handle(frame_of(FrameType::Done, 4), out);
+    REQUIRE(out.size() == 2);
+    CHECK(out[1].type == FrameType::Result);
+    const std::string why = text_of(out[1], 1);
+    CAPTURE(why);
+    CHECK(why.find("not a valid .ember model") == 0);  // the file was whole, with its SHA-256: only then opened as a model
+    out.clear();
+    // The same file offered to both at once: the second is refused while the first writes it.
+    FlashReceiver c(ro);
+    c.handle(frame_of(FrameType::Offer, 1, offer_payload(100, sha_b, "mb")), out);
+    REQUIRE(out.size() == 1);
+    CHECK(out[0].type == FrameType::Result);
+    CHECK(out[0].payload[0] == 1);
+    CHECK(text_of(out[0], 1).find("is being received by another ember-console") != std::string::npos);
+}
