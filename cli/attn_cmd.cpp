@@ -21,7 +21,7 @@ namespace ember::cli {
 
 CLI::App* add_attn_command(CLI::App& app, AttnArgs& a) {
     auto* c = app.add_subcommand("attn", "softmax attention weights of a layer's heads for a prompt (text, --json, --png)");
-    c->add_option("-m,--model", a.model, ".ember file")->required();
+    c->add_option("-m,--model", a.model, ".ember file")->required()->check(file_name_check());
     c->add_option("-p,--prompt", a.prompt, "prompt text, at most block_size tokens")->required();
     c->add_option("--layer", a.layer, "layer, from 0")->capture_default_str()->check(CLI::Range(0, 1 << 16));
     c->add_option("--head", a.head, "head, from 0 (default: every head of the layer)")->check(CLI::Range(0, 1 << 16));

@@ -102,14 +102,17 @@ int main(int argc, char** argv) {
     std::string dtype = "int8", arch = "auto";
     auto* c = app.add_subcommand("convert", "PyTorch checkpoint (+ vocabulary) -> .ember");
     c->add_option("checkpoint", conv.checkpoint,
-                  "gpt.py state_dict, nanoGPT ckpt.pt, Hugging Face GPT-2 pytorch_model.bin / model.safetensors, or .safetensors")->required();
+                  "gpt.py state_dict, nanoGPT ckpt.pt, Hugging Face GPT-2 pytorch_model.bin / model.safetensors, or .safetensors")
+        ->required()
+        ->check(cli::file_name_check());
     c->add_option("-o,--out", conv.out, "output .ember file")->required();
     c->add_option("--dtype", dtype, "weight dtype: f32 | f16 | int8")->capture_default_str();
     cli::add_int_option(c, "--group-size", conv.write.group_size, 0, 1 << 24, "int8 group along a row (0 = a whole row)");
-    auto* vt = c->add_option("--vocab-text", conv.vocab_text, "training text: vocabulary = sorted(set(text))");
-    auto* mt = c->add_option("--meta", conv.meta, "nanoGPT meta.pkl");
+    auto* vt = c->add_option("--vocab-text", conv.vocab_text, "training text: vocabulary = sorted(set(text))")->check(cli::file_name_check());
+    auto* mt = c->add_option("--meta", conv.meta, "nanoGPT meta.pkl")->check(cli::file_name_check());
     auto* tk = c->add_option("--tokenizer", conv.tokenizer,
-                             "GPT-2 BPE: encoder.json and vocab.bpe (or vocab.json and merges.txt; the option twice), a Hugging Face tokenizer.json, or their folder");
+                             "GPT-2 BPE: encoder.json and vocab.bpe (or vocab.json and merges.txt; the option twice), a Hugging Face tokenizer.json, or their folder")
+                   ->check(cli::file_name_check());
     vt->excludes(mt);
     tk->excludes(vt)->excludes(mt);
     c->add_option("--arch", arch, "auto | gptpy | nanogpt | hf-gpt2")->capture_default_str();
@@ -125,7 +128,9 @@ int main(int argc, char** argv) {
 
     std::string info_model;
     auto* i = app.add_subcommand("info", "print a model's configuration, tokenizer, tensors, checksum");
-    i->add_option("model,-m,--model", info_model, ".ember file, given once: as MODEL or as -m MODEL (as the other subcommands take it)")->required();
+    i->add_option("model,-m,--model", info_model, ".ember file, given once: as MODEL or as -m MODEL (as the other subcommands take it)")
+        ->required()
+        ->check(cli::file_name_check());
     int info_threads = 0;
     i->add_option("--threads", info_threads, "threads the arena is planned for (0 = all cores)")->capture_default_str()->check(CLI::TypeValidator<int>(""))->check(CLI::Range(0, 256));
     bool info_json = false;
@@ -133,7 +138,7 @@ int main(int argc, char** argv) {
 
     cli::GenerateArgs gen;
     auto* g = app.add_subcommand("generate", "generate text, streamed to stdout");
-    g->add_option("-m,--model", gen.model, ".ember file")->required();
+    g->add_option("-m,--model", gen.model, ".ember file")->required()->check(cli::file_name_check());
     auto* prompt_opt = g->add_option("-p,--prompt", gen.prompt, "prompt text (default: start from the tokenizer's start id, as the lecture does)");
     g->add_option("-f,--prompt-file", gen.prompt_file, "prompt from FILE, byte for byte (- = standard input)")->excludes(prompt_opt)->check(cli::file_name_check());
     g->add_flag("-e,--escape", gen.escape, "turn \\n, \\t and \\\\ in -p and --stop into their characters");
@@ -164,7 +169,7 @@ int main(int argc, char** argv) {
 
     cli::EvalArgs ev;
     auto* e = app.add_subcommand("eval", "mean cross-entropy (nats/token) on a text");
-    e->add_option("-m,--model", ev.model, ".ember file")->required();
+    e->add_option("-m,--model", ev.model, ".ember file")->required()->check(cli::file_name_check());
     e->add_option("--text", ev.text, "UTF-8 text file")->required()->check(cli::file_name_check());
     e->add_option("--split", ev.split, "val (last 10% of tokens) | all")->capture_default_str()->check(CLI::IsMember({"val", "all"}));
     e->add_option("--threads", ev.threads, "0 = all cores")->capture_default_str()->check(CLI::TypeValidator<int>(""))->check(CLI::Range(0, kMaxThreads));
@@ -176,7 +181,7 @@ int main(int argc, char** argv) {
 
     cli::FinetuneArgs ft;
     auto* ftc = app.add_subcommand("finetune", "LoRA fine-tuning on a text (the last 10% held out), or --merge an adapter");
-    ftc->add_option("-m,--model", ft.model, ".ember file (frozen base)")->required();
+    ftc->add_option("-m,--model", ft.model, ".ember file (frozen base)")->required()->check(cli::file_name_check());
     ftc->add_option("--text", ft.text, "UTF-8 training text")->check(cli::file_name_check());
     ftc->add_option("-o,--out", ft.out, "adapter file to write (with --merge: the new .ember)")->required();
     // The run's options: runtime/finetune_options.h's table, which the console's finetune uses too.
@@ -205,7 +210,7 @@ int main(int argc, char** argv) {
 
     cli::BenchArgs be;
     auto* b = app.add_subcommand("bench", "prefill and decode tokens/s");
-    b->add_option("-m,--model", be.model, ".ember file")->required();
+    b->add_option("-m,--model", be.model, ".ember file")->required()->check(cli::file_name_check());
     b->add_option("--threads", be.threads, "0 = all cores")->capture_default_str()->check(CLI::TypeValidator<int>(""))->check(CLI::Range(0, kMaxThreads));
     b->add_option("--runs", be.runs, "runs per figure (min, median, max; after one warm-up run)")->capture_default_str()->check(CLI::Range(1, 1000));
     b->add_option("-p,--prompt-tokens", be.prompt, "tokens to prefill (0 = block_size)")->capture_default_str()->check(CLI::Range(0, 1 << 30));
@@ -222,7 +227,9 @@ int main(int argc, char** argv) {
 
     cli::FlashArgs fl;
     auto* f = app.add_subcommand("flash", "send a model to ember-console over a serial line");
-    f->add_option("model,-m,--model", fl.model, ".ember file, given once: as MODEL or as -m MODEL (as the other subcommands take it)")->required();
+    f->add_option("model,-m,--model", fl.model, ".ember file, given once: as MODEL or as -m MODEL (as the other subcommands take it)")
+        ->required()
+        ->check(cli::file_name_check());
     f->add_option("--port", fl.port, "serial device, e.g. /dev/ttyUSB0")->required();
     f->add_option("--baud", fl.baud, "line rate (a standard rate up to 4000000)")->capture_default_str()->check(CLI::Range(50, 4000000));
     f->add_flag("--rtscts", fl.rtscts, "RTS/CTS hardware flow control");

@@ -486,3 +486,31 @@ TEST_CASE("ember: output that cannot be written (a full disk) fails the command 
         CHECK(ember::test::read_file(err).find("error: cannot write the output") != std::string::npos);
     }
 }
+
+TEST_CASE("an empty model, checkpoint or vocabulary name is refused by name, never read as a file or as no vocabulary") {
+    // -m '' said only ": cannot open: No such file or directory" (naming neither option nor
+    // file); --vocab-text '' and --meta '' were taken as not given ("a vocabulary is needed").
+    ember::test::TempDir dir;
+    const std::string ckpt = q(fixture("gptpy/model.pt")), vocab = q(fixture("gptpy/vocab.txt")), out = q(dir.file("o.ember"));
+    struct Case {
+        std::string args, error;
+    };
+    for (const Case& c : {
+             Case{"generate -m '' -n 3", "--model: needs a file name"},
+             Case{"eval -m '' --text " + vocab, "--model: needs a file name"},
+             Case{"bench -m ''", "--model: needs a file name"},
+             Case{"attn -m '' -p ab", "--model: needs a file name"},
+             Case{"info ''", "needs a file name"},
+             Case{"info -m ''", "needs a file name"},
+             Case{"finetune -m '' --text " + vocab + " -o " + q(dir.file("a.emba")), "--model: needs a file name"},
+             Case{"flash '' --port /dev/null", "needs a file name"},
+             Case{"convert '' --vocab-text " + vocab + " -o " + out, "checkpoint: needs a file name"},
+             Case{"convert " + ckpt + " --vocab-text '' -o " + out, "--vocab-text: needs a file name"},
+             Case{"convert " + ckpt + " --meta '' -o " + out, "--meta: needs a file name"},
+             Case{"convert " + ckpt + " --tokenizer '' -o " + out, "--tokenizer: needs a file name"},
+         }) {
+        CAPTURE(c.args);
+        check_refused(ember_cli(c.args, dir), c.error);
+    }
+    CHECK_FALSE(std::filesystem::exists(dir.file("o.ember")));
+}
