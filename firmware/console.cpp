@@ -52,7 +52,7 @@ time_t boot_time() {
     return static_cast<time_t>(t);
 }
 
-// DIR/NAME.ember.tmp-PID and DIR/NAME.emba.tmp-PID whose writer, process PID, is gone (no
+// DIR/NAME.ember.tmp-PID, DIR/NAME.emba.tmp-PID and DIR/current.tmp-PID whose writer, process PID, is gone (no
 // such process, or the file is older than this boot, so PID is another process's now): an
 // adapter or model save that a signal, a kill or a power cut ended before its rename (the
 // finished file was never touched). Removed through fs; returns the names removed.
@@ -67,7 +67,7 @@ std::vector<std::string> remove_dead_temporaries(DeviceFs& fs, const std::string
         if (at == std::string::npos || at + 5 == n.size() || n.size() - at - 5 > 9) continue;
         const std::string stem = n.substr(0, at), digits = n.substr(at + 5);
         const bool ours = (stem.size() > 5 && stem.compare(stem.size() - 5, 5, ".emba") == 0) ||
-                          (stem.size() > 6 && stem.compare(stem.size() - 6, 6, ".ember") == 0);
+                          (stem.size() > 6 && stem.compare(stem.size() - 6, 6, ".ember") == 0) || stem == "current";
         if (!ours || !std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; })) continue;
         const pid_t pid = static_cast<pid_t>(std::stol(digits));
         if (pid <= 0) continue;
@@ -468,7 +468,10 @@ void Console::cmd_load(const std::string& name, bool remember) {
         // DIR/current: the model to load at the next start (written atomically: the data
         // synced before the rename, the folder synced after it, so a power cut leaves the
         // old name or the new one). Best effort: a failure leaves the old pointer.
-        const std::string cur = opts_.models_dir + "/current", tmp = cur + ".tmp";
+        // The temporary is this process's own (current.tmp-PID): two consoles on one models
+        // folder shared current.tmp, and one's rename could install the other's file while it
+        // was empty or half rewritten ("m\nnger_name\n"), so that the next start loaded nothing.
+        const std::string cur = opts_.models_dir + "/current", tmp = cur + ".tmp-" + std::to_string(::getpid());
         DeviceFs& fs = *opts_.fs;
         const int fd = fs.open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
         if (fd >= 0) {
@@ -476,6 +479,7 @@ void Console::cmd_load(const std::string& name, bool remember) {
             const bool good = fs.pwrite(fd, body.data(), body.size(), 0) == static_cast<ssize_t>(body.size()) && fs.fsync(fd) == 0;
             fs.close(fd);
             if (good && fs.rename(tmp, cur) == 0) fs.fsync_dir(opts_.models_dir);
+            else fs.unlink(tmp);
         }
     }
     const ModelConfig& c = model_->config();

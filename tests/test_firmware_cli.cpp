@@ -10,6 +10,11 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <fstream>
+#include <iterator>
+#include <set>
+#include <thread>
 #include <string>
 
 #include "converter/convert.h"
@@ -255,4 +260,49 @@ TEST_CASE("ember-console: --log naming a model, a text or a FIFO nobody reads is
     CHECK(full.err.find(" ember-console: --log /dev/full: cannot write (No space left on device): events go to stderr only") != std::string::npos);
     CHECK(full.err.find("--log /dev/full: cannot write") == full.err.rfind("--log /dev/full: cannot write"));  // once
     CHECK(full.err.find(" ember-console: the line closed: exiting") != std::string::npos);
+}
+
+TEST_CASE("ember-console: two consoles loading models in one folder never leave DIR/current empty or mixed") {
+    // Both wrote DIR/current.tmp: one's rename could install the file the other had just
+    // truncated ("") or was rewriting ("m\nnger_model_name\n"), and the next start loaded nothing.
+    test::TempDir dir;
+    const std::string models = dir.file("models");
+    REQUIRE(::mkdir(models.c_str(), 0755) == 0);
+    const Run conv = run(test::program_cmd(EMBER_CLI) + " convert '" + test::fixture("gptpy/model.pt") + "' --vocab-text '" +
+                             test::fixture("gptpy/vocab.txt") + "' -o '" + dir.file("m.ember") + "'",
+                         dir);
+    REQUIRE(conv.status == 0);
+    const std::string model = test::read_file(dir.file("m.ember"));
+    const std::string a = "m", b = "longer_model_name";
+    test::write_file(models + "/" + a + ".ember", model);
+    test::write_file(models + "/" + b + ".ember", model);
+    std::atomic<int> running{2};
+    auto console = [&](const std::string& name) {
+        std::string lines;
+        for (int i = 0; i < 600; ++i) lines += "load " + name + "\n";
+        test::write_file(dir.file(name + ".in"), lines);
+        std::system((test::program_cmd(EMBER_CONSOLE) + " --stdio --threads 1 --models '" + models + "' <'" + dir.file(name + ".in") +
+                     "' >/dev/null 2>&1")
+                        .c_str());
+        --running;
+    };
+    std::thread ta(console, a), tb(console, b);
+    std::set<std::string> seen;
+    while (running.load() > 0) {
+        std::ifstream f(models + "/current", std::ios::binary);
+        if (f) seen.insert(std::string(std::istreambuf_iterator<char>(f), {}));
+    }
+    ta.join();
+    tb.join();
+    CHECK(seen.size() >= 2);  // both consoles ran
+    for (const std::string& s : seen) {
+        CAPTURE(s);
+        CHECK((s == a + "\n" || s == b + "\n"));
+    }
+    // A console killed between its write and its rename leaves current.tmp-PID; the next start removes it.
+    test::write_file(models + "/current.tmp-999999999", "m\n");
+    const Run r = run("(printf 'models\\n' | " + test::program_cmd(EMBER_CONSOLE) + " --stdio --models '" + models + "')", dir);
+    CHECK(r.status == 0);
+    struct stat st {};
+    CHECK(::stat((models + "/current.tmp-999999999").c_str(), &st) != 0);
 }
