@@ -414,7 +414,7 @@ void Console::cmd_info() {
               ", block_size " + std::to_string(c.block_size) + ", vocab_size " + std::to_string(c.vocab_size) + "\n");
         write(std::string("tokenizer: ") + tok_->kind() + ", " + std::to_string(tok_->size()) + " tokens\n");
         write("adapter: " + (adapter_ ? adapter_name_ + " (rank " + std::to_string(adapter_->rank()) + ", alpha " + fmt("%g", adapter_->alpha()) + ")" : std::string("none")) + "\n");
-        write("source: " + one_line(model_->provenance()) + "\n");
+        write("source: " + displayable(model_->provenance()) + "\n");  // the file's bytes: no escape sequence reaches the terminal
         const Backend& b = session_->backend();
         write(std::string("backend: ") + b.name() + (b.threads() ? ", threads " + std::to_string(b.threads()) : std::string()) + ", arena " +
               std::to_string(b.arena_bytes()) + " bytes" + (b.describe().empty() ? std::string() : "; " + b.describe()) + "\n");

@@ -555,3 +555,24 @@ TEST_CASE("console: gen and set take --stop and --repeat-penalty, --skip-unknown
     CHECK(out.find(with + "\n") == 0);
     CHECK(out.find("; 1 prompt characters outside the vocabulary skipped") != std::string::npos);
 }
+
+TEST_CASE("console: info on a crafted provenance sends no control byte to the terminal") {
+    // The provenance lies in the index, outside the checksummed data section. ember info escaped
+    // it; the console's info replaced only CR and LF, so ESC [2J (clear the screen), CSI
+    // (U+009B), BEL and an invalid byte went to the serial terminal as they were.
+    TempDir dir;
+    std::string bytes = read_file(model_int8());
+    const std::string name = "model.pt", evil = "\x1b[2J\xc2\x9b\xff\x07";
+    const size_t at = bytes.find(name);
+    REQUIRE(at != std::string::npos);
+    bytes.replace(at, name.size(), evil);
+    write_file(dir.file("evil.ember"), bytes);
+    PtyConsole c(opts_for(dir));
+    REQUIRE(c.command("load evil").find("OK loaded evil") == 0);
+    const std::string out = c.command("info");
+    const size_t line = out.find("source: ");
+    REQUIRE(line != std::string::npos);
+    CHECK(out.find("source: \\x1b[2J\\xc2\\x9b\\xff\\x07 (sha256 ", line) == line);
+    for (char ch : out) CHECK((ch == '\n' || ch == '\r' || static_cast<unsigned char>(ch) >= 0x20));
+    CHECK(out.find("\xc2\x9b") == std::string::npos);
+}
