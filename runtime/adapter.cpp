@@ -25,6 +25,7 @@ namespace {
 constexpr uint32_t kAdapterVersion = 2;      // written; values_xxh64 required
 constexpr uint32_t kAdapterVersionOld = 1;   // read: no values_xxh64
 constexpr size_t kMaxAdapterBytes = size_t(1) << 30;
+constexpr uint32_t kMaxTrainBatch = 4096;  // runtime/finetune.cpp's kMaxBatch
 
 std::string hex64(uint64_t v) {
     char b[17];
@@ -269,6 +270,15 @@ std::unique_ptr<LoraAdapter> LoraAdapter::load(const std::string& path, const Mo
         s.text_xxh64 = t->text_xxh64();
         for (float f : {s.lr, s.weight_decay, s.beta1, s.beta2, s.eps, s.clip}) {
             if (!std::isfinite(f) || f < 0.0f) fail(what, ": training state holds a non-finite or negative hyperparameter");
+        }
+        // A resumed run takes these from the file: what ember finetune refuses as options is
+        // refused here too, naming the file (lr 0 trained nothing; eps 0 divided 0 by 0 and was
+        // reported as a divergence blamed on lr; batch 0 said "batch 0 is outside [1, 4096]").
+        if (!(s.lr > 0.0f)) fail(what, ": training state lr ", s.lr, " must be > 0");
+        if (!(s.eps > 0.0f)) fail(what, ": training state eps ", s.eps, " must be > 0 (AdamW divides by sqrt(v) + eps; ember writes 1e-8)");
+        if (t->batch() < 1 || t->batch() > kMaxTrainBatch || t->seq() < 1 || t->seq() > static_cast<uint32_t>(c.block_size)) {
+            fail(what, ": training state batch ", t->batch(), " x seq ", t->seq(), " is outside [1, ", kMaxTrainBatch, "] x [1, block_size = ",
+                 c.block_size, "]");
         }
         // torch.optim.AdamW's ranges: bias correction divides by 1 - beta^t.
         if (!(s.beta1 < 1.0f) || !(s.beta2 < 1.0f)) fail(what, ": training state beta1 ", s.beta1, " or beta2 ", s.beta2, " is not in [0, 1)");

@@ -407,6 +407,34 @@ TEST_CASE("adapter file: the values a claimed rank needs are counted before anyt
                          doctest::Contains("adam_step 9223372036854775808 is past 2^53"), Error);
 }
 
+TEST_CASE("adapter file: a training state that ember finetune would refuse as options is refused, naming the file") {
+    // lr 0 resumed a run that trained nothing; eps 0 ran until 0 / 0 and was then reported as a
+    // divergence blamed on lr; batch 0 and seq 0 were refused without naming the file.
+    test::TempDir dir;
+    auto model = Model::open(convert_to(dir, convert::WeightDType::I8));
+    const ModelConfig& c = model->config();
+    const size_t need = LoraAdapter::param_count(c, 4);
+    auto adapter_file = [&](uint32_t batch, uint32_t seq, float lr, float eps) {
+        flatbuffers::FlatBufferBuilder fbb;
+        const std::vector<float> v(need, 0.0f);
+        const auto params = fbb.CreateVector(v);
+        const auto m = fbb.CreateVector(v), vv = fbb.CreateVector(v);
+        const auto train = fba::CreateTrainState(fbb, 1, 1, 0, batch, seq, lr, 0.0f, 0.9f, 0.999f, eps, 1.0f, 0, m, vv);
+        fba::FinishAdapterBuffer(fbb, fba::CreateAdapter(fbb, 1, 4, 8.0f, model->checksum(), c.n_layer, c.n_embd, c.ffn_hidden, params, train));
+        const std::string path = dir.file("t.emba");
+        test::write_file(path, std::string(reinterpret_cast<const char*>(fbb.GetBufferPointer()), fbb.GetSize()));
+        return path;
+    };
+    CHECK_NOTHROW(LoraAdapter::load(adapter_file(2, 8, 1e-3f, 1e-8f), *model));
+    const std::string block = std::to_string(c.block_size);
+    CHECK_THROWS_WITH_AS(LoraAdapter::load(adapter_file(2, 8, 0.0f, 1e-8f), *model), doctest::Contains("t.emba: training state lr 0 must be > 0"), Error);
+    CHECK_THROWS_WITH_AS(LoraAdapter::load(adapter_file(2, 8, 1e-3f, 0.0f), *model), doctest::Contains("t.emba: training state eps 0 must be > 0"), Error);
+    for (const auto& [batch, seq] : {std::pair<uint32_t, uint32_t>{0, 8}, {4097, 8}, {2, 0}, {2, static_cast<uint32_t>(c.block_size + 1)}}) {
+        const std::string want = "t.emba: training state batch " + std::to_string(batch) + " x seq " + std::to_string(seq) + " is outside [1, 4096] x [1, block_size = " + block + "]";
+        CHECK_THROWS_WITH_AS(LoraAdapter::load(adapter_file(batch, seq, 1e-3f, 1e-8f), *model), doctest::Contains(want.c_str()), Error);
+    }
+}
+
 TEST_CASE("a session whose arena exceeds the memory limit is refused by name before anything is allocated") {
     test::TempDir dir;
     auto model = Model::open(convert_to(dir, convert::WeightDType::I8));
