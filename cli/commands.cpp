@@ -319,9 +319,12 @@ int cmd_generate(const GenerateArgs& a) {
     const auto tok = make_tokenizer(*model);
     int64_t skipped = 0;
     std::vector<int> ids{tok->start_id()};
-    if (!prompt.empty()) ids = a.skip_unknown ? encode_training_text(*model, prompt, "prompt", true, &skipped) : tok->encode(prompt, "prompt");
+    // A prompt read with -f is named by its file (its errors said "prompt: ... at byte N").
+    const std::string what = a.prompt_file.empty() ? "prompt" : a.prompt_file == "-" ? "standard input (-f -)" : printable(a.prompt_file, 200);
+    if (!prompt.empty()) ids = a.skip_unknown ? encode_training_text(*model, prompt, what, true, &skipped) : tok->encode(prompt, what);
+    // Refused before the note on skipped characters: one line on stderr (it used to be the note, then the error).
+    if (ids.empty()) fail(what, ": none of its ", skipped, " characters is in the vocabulary (--skip-unknown dropped them all)");
     if (skipped > 0) std::fprintf(stderr, "ember: %lld prompt characters outside the vocabulary skipped (--skip-unknown)\n", static_cast<long long>(skipped));
-    if (ids.empty()) fail("prompt: none of its ", skipped, " characters is in the vocabulary (--skip-unknown dropped them all)");
     SessionOptions so;
     so.threads = a.threads;
     so.policy = policy;

@@ -342,6 +342,13 @@ TEST_CASE("ember generate: -f FILE and -f - (stdin), -e escapes, --skip-unknown,
     CHECK(skip.status == 0);
     CHECK(skip.err == "ember: 2 prompt characters outside the vocabulary skipped (--skip-unknown)\n");
     CHECK(skip.out == ref.out);
+    // A prompt of -f is named by its file, not as "prompt".
+    test::write_file(dir.file("bad.txt"), "ab\xff");
+    check_refused(ember_cli(base + " -f " + q(dir.file("bad.txt")), dir), "bad.txt: invalid UTF-8 at byte 2");
+    test::write_file(dir.file("euro.txt"), "The\xe2\x82\xac cafe");
+    check_refused(ember_cli(base + " -f " + q(dir.file("euro.txt")), dir), "euro.txt: character '\xe2\x82\xac' (U+20AC) at position 3");
+    test::write_file(dir.file("all.txt"), "\xe2\x82\xac");
+    check_refused(ember_cli(base + " --skip-unknown -f " + q(dir.file("all.txt")), dir), "all.txt: none of its 1 characters is in the vocabulary");
 }
 
 TEST_CASE("ember generate --stats: prefill and decode tokens/s and the time to first token on stderr") {
