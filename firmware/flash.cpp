@@ -239,7 +239,7 @@ void FlashReceiver::on_offer(const Frame& in, std::vector<Frame>& out) {
 
 void FlashReceiver::on_data(const Frame& in, std::vector<Frame>& out) {
     if (!offered_ || completed_) {
-        out.push_back(make(FrameType::Nak, in.seq, u64_and_text(received_, "no transfer in progress: send an offer")));
+        out.push_back(make(FrameType::Nak, in.seq, u64_and_text(received_, std::string(kNakNoTransfer) + ": send an offer")));
         return;
     }
     PayloadReader r(in.payload);
@@ -477,6 +477,7 @@ SendResult send_file(int in_fd, int out_fd, const std::string& bytes, const std:
     uint64_t acked = 0;
     const std::string enter = opts.enter_flash_mode ? kEnterFlashMode : "";
     bool answered = false;  // the device accepted an offer: it holds `acked` bytes
+    bool dropped = false;   // the last offer ended in a NAK kNakNoTransfer
     // An answer outside the protocol: the device is not ember-console, or broken. BYE sends it
     // back to its console; the error is the device's, not bad input on the host (it used to be
     // ember::Error, exit 1, with no BYE: the device stayed in binary mode until its timeout).
@@ -503,6 +504,7 @@ SendResult send_file(int in_fd, int out_fd, const std::string& bytes, const std:
         p.insert(p.end(), sha_raw.begin(), sha_raw.end());
         p.push_back(static_cast<uint8_t>(name.size()));
         p.insert(p.end(), name.begin(), name.end());
+        dropped = false;
         if (!link.exchange(make(FrameType::Offer, seq++, p), {FrameType::Accept, FrameType::Result}, ans, enter)) continue;
         if (ans.type == FrameType::Result) {
             link.send(make(FrameType::Bye, seq++));
@@ -563,6 +565,14 @@ SendResult send_file(int in_fd, int out_fd, const std::string& bytes, const std:
                 if (++naks > opts.retries)
                     throw misbehaves("the device acknowledged " + std::to_string(naks) + " frames in a row without taking a byte (it says it holds " +
                                      std::to_string(held) + " of " + std::to_string(bytes.size()) + " bytes)");
+            } else if (ans.type == FrameType::Nak && text_of(ans.payload, 8).rfind(kNakNoTransfer, 0) == 0) {
+                // The device holds no transfer: offer again (it resumes from its partial file).
+                // Counting these as NAKs used to end a flash that a restarted or timed-out
+                // receiver could have resumed as a refusal (exit 2).
+                ++link.retransmissions;
+                lost = true;
+                dropped = true;
+                break;
             } else if (ans.type == FrameType::Nak) {
                 ++link.retransmissions;
                 if (++naks > opts.retries) {
@@ -586,9 +596,9 @@ SendResult send_file(int in_fd, int out_fd, const std::string& bytes, const std:
                          tries + " to its offer: nothing was sent; is ember-console running on the other end of the line, at the same baud rate?",
                          acked);
     }
-    throw FlashError(FlashError::LinkLost,
-                     tries + "; it holds " + std::to_string(acked) + " of " + std::to_string(bytes.size()) + " bytes: run the same command again to resume",
-                     acked);
+    const std::string holds = "it holds " + std::to_string(acked) + " of " + std::to_string(bytes.size()) + " bytes: run the same command again to resume";
+    if (dropped) throw FlashError(FlashError::LinkLost, std::string("the device dropped the transfer (") + kNakNoTransfer + ") after each of " + std::to_string(opts.reoffers + 1) + " offers; " + holds, acked);
+    throw FlashError(FlashError::LinkLost, tries + "; " + holds, acked);
 }
 
 }  // namespace ember::fw

@@ -20,6 +20,10 @@ constexpr size_t kMaxModelName = 64;
 // The line the host sends first: Ctrl-C ends whatever the console was doing, then the
 // console command that switches it to binary mode. Harmless garbage once in binary mode.
 constexpr char kEnterFlashMode[] = "\x03\r\nflash\r\n";
+// The start of the reason of a NAK for a frame that reached a receiver holding no transfer
+// (it left binary mode on its idle timeout, or the device restarted, and a new `flash` session
+// got the host's DATA or DONE): the host offers again, which resumes from the partial file.
+constexpr char kNakNoTransfer[] = "no transfer in progress";
 
 // A model name: 1..64 of [A-Za-z0-9._-], not starting with '.'. The installed file is
 // DIR/NAME.ember. Returns an empty string when good, else the reason.

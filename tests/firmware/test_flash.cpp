@@ -629,6 +629,62 @@ TEST_CASE("flash: a device that refuses every try of a frame (NAK): refused with
     CHECK(dev.saw(FrameType::Bye));
 }
 
+TEST_CASE("flash: a device whose receiver lost the transfer (NAK: no transfer in progress) is offered the file again and resumes") {
+    // A receiver that left binary mode on its idle timeout, or a device that restarted, gets
+    // the host's next DATA in a new `flash` session: it NAKs "no transfer in progress". The host
+    // used to count those as a refusal (exit 2) after --retries + 1 of them.
+    Setup s;
+    SocketPair line;
+    std::atomic<int> offers{0};
+    std::atomic<uint64_t> held{0};
+    std::atomic<bool> receiving{false};
+    FakeDevice dev(line.fd[1], [&](const Frame& f) -> std::vector<Frame> {
+        if (f.type == FrameType::Offer) {
+            ++offers;
+            receiving = true;
+            auto p = u64_payload(held);
+            put_u16(p, kDataChunk);
+            return {frame_of(FrameType::Accept, f.seq, p)};
+        }
+        if (f.type == FrameType::Data || f.type == FrameType::Done) {
+            // The first offer's receiver goes away after 2 chunks.
+            if (!receiving || (offers == 1 && held >= 2 * kDataChunk)) {
+                receiving = false;
+                return {frame_of(FrameType::Nak, f.seq, u64_payload(0, std::string(kNakNoTransfer) + ": send an offer"))};
+            }
+            if (f.type == FrameType::Done) return {frame_of(FrameType::Result, f.seq, [] { std::vector<uint8_t> p{0}; for (char c : std::string("installed")) p.push_back(static_cast<uint8_t>(c)); return p; }())};
+            PayloadReader r(f.payload);
+            const uint64_t off = r.u64("offset");
+            if (off == held) held = held + r.remaining();
+            return {frame_of(FrameType::Ack, f.seq, u64_payload(held))};
+        }
+        return {};
+    });
+    const SendResult r = send_file(line.fd[0], line.fd[0], s.new_bytes, "default", quick_sender());
+    CHECK(r.acked == s.new_bytes.size());
+    CHECK(offers == 2);
+    CHECK(r.resumed_from == 2 * kDataChunk);
+    CHECK(held == s.new_bytes.size());
+
+    // A receiver that drops every transfer: a lost link after the new offers (exit 3, run again
+    // to resume), not a refusal.
+    SocketPair line2;
+    FakeDevice never(line2.fd[1], [](const Frame& f) -> std::vector<Frame> {
+        if (f.type == FrameType::Offer) return {frame_of(FrameType::Accept, f.seq, [] { auto p = u64_payload(0); put_u16(p, kDataChunk); return p; }())};
+        if (f.type == FrameType::Data) return {frame_of(FrameType::Nak, f.seq, u64_payload(0, std::string(kNakNoTransfer) + ": send an offer"))};
+        return {};
+    });
+    try {
+        send_file(line2.fd[0], line2.fd[0], s.new_bytes, "default", quick_sender());
+        FAIL("no byte was taken, yet the transfer succeeded");
+    } catch (const FlashError& e) {
+        CHECK(e.kind == FlashError::LinkLost);
+        CHECK(std::string(e.what()) == "the device dropped the transfer (no transfer in progress) after each of 2 offers; it holds 0 of " +
+                                           std::to_string(s.new_bytes.size()) + " bytes: run the same command again to resume");
+    }
+    CHECK(never.count(FrameType::Offer) == 2);
+}
+
 TEST_CASE("flash: a device that answers outside the protocol: an error of its own kind (exit 3), and BYE sent") {
     // An ACK that took no byte used to reset the count of refused frames: the host resent
     // chunk 0 forever. An offset past the file's end, a short ACCEPT or an empty RESULT threw
