@@ -392,7 +392,7 @@ TEST_CASE("ember generate and info on good and bad models and options") {
     check_refused(ember_cli("generate -m " + q(good) + " -p 'abc\\Q' -n 5", dir), "character '\\' (U+005C) at position 3");
     check_refused(ember_cli("generate -m " + q(good) + " -n 5 --temperature -1", dir), "temperature");
     check_refused(ember_cli("generate -m " + q(good) + " -n 5 --top-p 1.5", dir), "top-p");
-    check_refused(ember_cli("generate -m " + q(good) + " -n 5 --context sideways", dir), "context policy 'sideways'");
+    check_refused(ember_cli("generate -m " + q(good) + " -n 5 --context sideways", dir), "--context: sideways not in {exact,shift,ring}");
 
     // A flipped data byte and a cut file: refused before anything runs; info reports it.
     std::string bytes = ember::test::read_file(good);
