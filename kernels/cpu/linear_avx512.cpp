@@ -137,7 +137,7 @@ void i8_rows(const Args& a, int n_begin, int n_end) {
 // tile; W's words flipped to unsigned (xor 0x80 per byte), 128 * sum(x) subtracted per group.
 struct GemmZmm {
     static constexpr int P = 16, NB = 2, R = 4, kUnit = 4;
-    static constexpr bool kSurplus = true;
+    static constexpr bool kSurplus = true, kLanes = false;
     using VecI = __m512i;
     using VecF = __m512;
     static VecI load_x(const int8_t* p) { return _mm512_loadu_si512(p); }

@@ -42,7 +42,7 @@ struct VnniDot {
 // flipped to unsigned, 128 * sum(x) subtracted per group.
 struct GemmVnni {
     static constexpr int P = 8, NB = 2, R = 2, kUnit = 4;
-    static constexpr bool kSurplus = true;
+    static constexpr bool kSurplus = true, kLanes = false;
     using VecI = __m256i;
     using VecF = __m256;
     static VecI load_x(const int8_t* p) { return load32(p); }

@@ -9,7 +9,10 @@
 //     ([PT][4] bytes; a group's last quad is zero-padded, rows past T are zero);
 //   - a register tile of R rows of W x PT rows of x: per quad, R 4-byte words of W are
 //     broadcast to every lane and multiplied into the NB x vectors (vpdpbusd / vpmaddubsw /
-//     SDOT: 4 products into each int32 lane), R * NB int32 accumulators per group;
+//     SDOT: 4 products into each int32 lane), R * NB int32 accumulators per group; NEON
+//     loads 16 bytes (4 quads) of each row of W at once and takes quad j from lane j (SDOT
+//     by element; a DUP of the lane without dotprod), the quads past the group's last 4
+//     whole ones as above;
 //   - at the end of a group one f32 fma per accumulator: acc += f32(s) * xs[t, g] * ws[n, g],
 //     xs a vector over the lanes, ws one broadcast: the group's float work is shared by
 //     group / 4 integer steps (the row kernel pays it per 4 rows of W and one x row);
@@ -29,6 +32,10 @@
 //   VecI load_x(const int8_t* p)            4 * P bytes of the packed panel
 //   VecI bcast_w(uint32_t w4)               a 4-byte word of W in every lane
 //   VecI dot(VecI s, VecI x, VecI w)        s + per-lane 4-byte dot products
+//   kLanes                                  whether gemm_tile takes a group's whole quads 4 at a
+//                                           time (NEON): then also
+//   VecI load_w(const int8_t* p)            16 bytes of a row of W (4 quads)
+//   VecI dot_lane<J>(VecI s, VecI x, VecI w) dot() against quad J of w in every lane
 //   VecI izero(), VecF fzero()
 //   VecF group_fma(VecF acc, VecI s, const int32_t* surplus, const float* xs, float ws)
 //   void store(float* out, VecF v)          P floats
@@ -153,6 +160,15 @@ void gemm_blocks(const Args& a, int t_begin, int t_end, int n_begin, int n_end, 
     }
 }
 
+// One quad of the packed panel (xq) against lane J of wv, 16 bytes of each of RR rows of W.
+template <class D, int RR, int J>
+inline void quad_lane(typename D::VecI (&s)[RR][D::NB], const int8_t* xq, const typename D::VecI (&wv)[RR]) {
+    typename D::VecI xv[D::NB];
+    for (int b = 0; b < D::NB; ++b) xv[b] = D::load_x(xq + b * D::P * 4);
+    for (int r = 0; r < RR; ++r)
+        for (int b = 0; b < D::NB; ++b) s[r][b] = D::template dot_lane<J>(s[r][b], xv[b], wv[r]);
+}
+
 // RR rows of W from n against the packed panel (rows t0.., groups g0..g1); first: the first
 // K block, which writes y with the bias, the others add to y.
 template <class D, int RR>
@@ -172,7 +188,20 @@ void gemm_tile(const Args& a, const GemmPanel<D>& p, int n, int t0, int t_end, i
         for (int r = 0; r < RR; ++r)
             for (int b = 0; b < NB; ++b) s[r][b] = D::izero();
         const int full = len / 4, quads = quads_of(len);
-        for (int q = 0; q < quads; ++q) {
+        int q = 0;
+        if constexpr (D::kLanes) {
+            // 4 whole quads at a time: 16 bytes of each row of W loaded once, quad j taken as lane j.
+            for (const int full4 = full & ~3; q < full4; q += 4) {
+                typename D::VecI wv[RR];
+                for (int r = 0; r < RR; ++r) wv[r] = D::load_w(w + static_cast<size_t>(r) * K + k0 + q * 4);
+                const int8_t* xq = xp + static_cast<size_t>(q) * PT * 4;
+                quad_lane<D, RR, 0>(s, xq, wv);
+                quad_lane<D, RR, 1>(s, xq + PT * 4, wv);
+                quad_lane<D, RR, 2>(s, xq + PT * 8, wv);
+                quad_lane<D, RR, 3>(s, xq + PT * 12, wv);
+            }
+        }
+        for (; q < quads; ++q) {
             typename D::VecI xv[NB];
             for (int b = 0; b < NB; ++b) xv[b] = D::load_x(xp + static_cast<size_t>(q) * PT * 4 + b * P * 4);
             for (int r = 0; r < RR; ++r) {
@@ -226,6 +255,11 @@ struct NeonGemm {
     static VecI load_x(const int8_t* p) { return vreinterpretq_s32_s8(vld1q_s8(p)); }
     static VecI bcast_w(uint32_t w4) { return vreinterpretq_s32_u32(vdupq_n_u32(w4)); }
     static VecI dot(VecI s, VecI x, VecI w) { return Dot4(s, vreinterpretq_s8_s32(x), vreinterpretq_s8_s32(w)); }
+    // 4 quads of W in one load; each broadcast from its lane (linear_dotprod.cpp: SDOT by element).
+    static constexpr bool kLanes = true;
+    static VecI load_w(const int8_t* p) { return vreinterpretq_s32_s8(vld1q_s8(p)); }
+    template <int J>
+    static VecI dot_lane(VecI s, VecI x, VecI w) { return dot(s, x, vdupq_laneq_s32(w, J)); }
     static VecI izero() { return vdupq_n_s32(0); }
     static VecF fzero() { return vdupq_n_f32(0.0f); }
     static VecF group_fma(VecF acc, VecI s, const int32_t*, const float* xs, float ws) {
