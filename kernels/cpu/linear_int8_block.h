@@ -111,7 +111,7 @@ void i8_block(const Args& a, int n) {
     const int8_t* w = static_cast<const int8_t*>(a.w) + static_cast<size_t>(n) * K;
     const float* ws = a.wscales + static_cast<size_t>(n) * gpr;
     // Decode streams W once per token. x86: kStreamAhead bytes ahead into L2 (linear_variants.h);
-    // ARM: the next block of R rows (R * K bytes ahead) into L1.
+    // ARM: the next block of R rows (R * K bytes ahead) into L1, once per row and 64 bytes.
 #if defined(__x86_64__)
     constexpr int kLocality = 2;  // prefetcht1
     const size_t ahead = kStreamAhead;
@@ -132,6 +132,29 @@ void i8_block(const Args& a, int n) {
             typename D::Group st;
             D::begin(st);
             int k = g * group;
+#if defined(__ARM_NEON)
+            // 64 bytes (a cache line) of each row a step: one prefetch per row and line, not one
+            // per 16-byte chunk, and a second sum per row (s2) for two independent chains of
+            // dot products; the integer sums are the same. What is left of the group (less than
+            // 64 bytes: groups of 32, a short last group) takes the chunk loop below.
+            if (k + 64 <= end) {
+                typename D::Sum s2[R];
+                for (int r = 0; r < R; ++r) s2[r] = D::zero();
+                for (; k + 64 <= end; k += 64) {
+                    const typename D::Vec x0 = D::load(x + k), x1 = D::load(x + k + 16);
+                    const typename D::Vec x2 = D::load(x + k + 32), x3 = D::load(x + k + 48);
+                    for (int r = 0; r < R; ++r) {
+                        const int8_t* wr = w + static_cast<size_t>(r) * K + k;
+                        if (kPrefetch) __builtin_prefetch(wr + ahead, 0, kLocality);
+                        s[r] = D::dot(s[r], x0, D::load(wr));
+                        s2[r] = D::dot(s2[r], x1, D::load(wr + 16));
+                        s[r] = D::dot(s[r], x2, D::load(wr + 32));
+                        s2[r] = D::dot(s2[r], x3, D::load(wr + 48));
+                    }
+                }
+                for (int r = 0; r < R; ++r) s[r] = vaddq_s32(s[r], s2[r]);
+            }
+#endif
             for (; k + D::kChunk <= end; k += D::kChunk) {
                 const typename D::Vec vx = D::load(x + k);
                 D::step(st, vx);
