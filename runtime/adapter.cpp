@@ -25,7 +25,6 @@ namespace {
 constexpr uint32_t kAdapterVersion = 2;      // written; values_xxh64 required
 constexpr uint32_t kAdapterVersionOld = 1;   // read: no values_xxh64
 constexpr size_t kMaxAdapterBytes = size_t(1) << 30;
-constexpr uint32_t kMaxTrainBatch = 4096;  // runtime/finetune.cpp's kMaxBatch
 
 std::string hex64(uint64_t v) {
     char b[17];
@@ -276,7 +275,7 @@ std::unique_ptr<LoraAdapter> LoraAdapter::load(const std::string& path, const Mo
         // reported as a divergence blamed on lr; batch 0 said "batch 0 is outside [1, 4096]").
         if (!(s.lr > 0.0f)) fail(what, ": training state lr ", s.lr, " must be > 0");
         if (!(s.eps > 0.0f)) fail(what, ": training state eps ", s.eps, " must be > 0 (AdamW divides by sqrt(v) + eps; ember writes 1e-8)");
-        if (t->batch() < 1 || t->batch() > kMaxTrainBatch || t->seq() < 1 || t->seq() > static_cast<uint32_t>(c.block_size)) {
+        if (t->batch() < 1 || t->batch() > static_cast<uint32_t>(kMaxTrainBatch) || t->seq() < 1 || t->seq() > static_cast<uint32_t>(c.block_size)) {
             fail(what, ": training state batch ", t->batch(), " x seq ", t->seq(), " is outside [1, ", kMaxTrainBatch, "] x [1, block_size = ",
                  c.block_size, "]");
         }

@@ -22,6 +22,10 @@ enum class LoraTarget { Qkv = 0, Proj = 1, Fc = 2, Fc2 = 3 };
 constexpr int kLoraTargets = 4;
 const char* lora_target_name(LoraTarget t);
 
+// Most sequences per training step: `ember finetune --batch`, the console's `finetune`, and a
+// training state read from an adapter file are held to 1..kMaxTrainBatch.
+constexpr int kMaxTrainBatch = 4096;
+
 // Training state saved beside the values (see schema/adapter.fbs TrainState).
 struct LoraTrainState {
     bool present = false;     // false: the file holds no optimizer state

@@ -30,7 +30,6 @@ namespace ember {
 namespace {
 
 constexpr int kMaxThreads = 256;
-constexpr int kMaxBatch = 4096;
 
 int max_groups(const kernels::WeightView& w, int cur) {
     return w.type == kernels::WType::I8 ? std::max(cur, w.groups_per_row()) : cur;
@@ -97,7 +96,7 @@ Trainer::Trainer(const Model& model, LoraAdapter& adapter, int batch, int seq, c
     const ModelConfig& c = model.config();
     if (threads < 0 || threads > kMaxThreads) fail("threads ", threads, " is outside [0, ", kMaxThreads, "] (0 = all cores)");
     if (seq < 1 || seq > c.block_size) fail("sequence length ", seq, " is outside [1, block_size = ", c.block_size, "]");
-    if (batch < 1 || batch > kMaxBatch) fail("batch ", batch, " is outside [1, ", kMaxBatch, "]");
+    if (batch < 1 || batch > kMaxTrainBatch) fail("batch ", batch, " is outside [1, ", kMaxTrainBatch, "]");
     if (adapter.base_checksum() != model.checksum() || adapter.n_layer() != c.n_layer) fail("the adapter was made for another model than ", model.path());
     if (!(clip >= 0.0f) || !std::isfinite(clip)) fail("gradient clip ", clip, " must be finite and >= 0 (0 = off)");
     for (const auto& [name, f] : {std::pair<const char*, float>{"lr", adamw.lr}, {"weight decay", adamw.weight_decay}, {"eps", adamw.eps}}) {

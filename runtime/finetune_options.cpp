@@ -2,6 +2,7 @@
 
 #include <sstream>
 
+#include "runtime/adapter.h"
 #include "runtime/gen_options.h"
 
 namespace ember {
@@ -94,7 +95,7 @@ std::string parse_finetune_option(FinetuneOption id, std::string_view v, Finetun
     case FinetuneOption::EvalEvery: return parse_range(v, name, 1, 1LL << 30, o.eval_every);
     case FinetuneOption::Rank: return parse_range(v, name, 1, 1 << 16, o.rank);
     case FinetuneOption::Alpha: return parse_scale(v, name, true, o.alpha);
-    case FinetuneOption::Batch: return parse_range(v, name, 1, 4096, o.batch);
+    case FinetuneOption::Batch: return parse_range(v, name, 1, kMaxTrainBatch, o.batch);
     case FinetuneOption::Seq: return parse_range(v, name, 0, 1 << 20, o.seq);
     case FinetuneOption::Seed: {
         uint64_t x = 0;
