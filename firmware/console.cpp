@@ -159,10 +159,7 @@ int Console::run() {
             try {
                 cmd_load(start, false);
             } catch (const Error& e) {
-                // cmd_load's own messages begin "load: " (typed as a command); here the prefix names the model already.
-                std::string why = one_line(e.what());
-                if (why.rfind("load: ", 0) == 0) why.erase(0, 6);
-                err("load " + start + ": " + why);
+                err("load " + start + ": " + one_line(e.what()));  // as the typed command says it
             }
         } else {
             write("no model loaded: flash one with `ember flash` on the host, or load NAME\n");
@@ -260,9 +257,7 @@ void Console::dispatch(const Command& c) {
             try {
                 return cmd_load(c.name, true);
             } catch (const Error& e) {  // as at start-up: every refusal names the command and the model
-                const std::string m = e.what();
-                if (m.rfind("load", 0) == 0) throw;
-                fail("load ", c.name, ": ", m);
+                fail("load ", c.name, ": ", e.what());
             }
         case CommandKind::Eval: return cmd_eval(c);
         case CommandKind::Flash: return cmd_flash();
@@ -452,7 +447,7 @@ void Console::cmd_load(const std::string& name, bool remember) {
     if (const std::string bad = check_model_name(name); !bad.empty()) fail(bad);
     const std::string path = opts_.models_dir + "/" + name + ".ember";
     struct stat st{};
-    if (::stat(path.c_str(), &st) != 0) fail("load: no model ", name, " (", printable(path, 200), "); see models");
+    if (::stat(path.c_str(), &st) != 0) fail("no model file ", printable(path, 200), "; see models");
     auto m = Model::open(path, opts_.holding);  // verifies everything; on failure the old model stays
     auto t = make_tokenizer(*m);
     auto ts = std::make_unique<Utf8Stream>(static_cast<size_t>(t->max_token_bytes()));

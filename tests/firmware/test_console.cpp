@@ -151,7 +151,7 @@ TEST_CASE("console: bad commands answer one ERR line and the console keeps runni
         {"gen -x 1 a", "ERR gen: unknown option '-x'"},
         {"set top_p 2", "ERR --top-p 2 not in (0, 1]\n"},
         {"gne", "ERR unknown command 'gne'; did you mean gen? (try help)\n"},
-        {"load nothere", "ERR load: no model nothere"},
+        {"load nothere", "ERR load nothere: no model file "},
         {"load ../x", "ERR load: model name '../x' starts with '.'"},
         {"eval /nonexistent/file.txt", "ERR no model loaded"},
         {std::string(2000, 'a'), "ERR line too long: more than 1024 bytes, refused (nothing was run)\n"},
@@ -278,13 +278,14 @@ TEST_CASE("console: --backend: info names the backend, cuda without a GPU is one
     }
 }
 
-TEST_CASE("console: a model to load at start that is missing is said once, without a doubled load:") {
+TEST_CASE("console: a model to load at start that is missing is said once, as the typed load says it") {
     TempDir dir;
     ConsoleOptions o = opts_for(dir);
     o.load = "nothere";
     PtyConsole c(o);  // waits for the first prompt, which follows the start's ERR line
-    CHECK(c.seen().find("ERR load nothere: no model nothere (") != std::string::npos);
-    CHECK(c.seen().find("load: no model") == std::string::npos);
+    CHECK(c.seen().find("ERR load nothere: no model file " + dir.file("nothere.ember") + "; see models") != std::string::npos);
+    CHECK(c.seen().find("load: ") == std::string::npos);
+    CHECK(c.command("load nothere").find("ERR load nothere: no model file " + dir.file("nothere.ember") + "; see models") == 0);
     CHECK(c.command("info").find("model: none loaded") != std::string::npos);
 }
 
@@ -484,7 +485,7 @@ TEST_CASE("console: loads, refusals and errors are logged with an ISO 8601 UTC t
         PtyConsole c(o);
         CHECK(c.command("load tiny").find("OK loaded tiny") == 0);
         CHECK(c.command("frobnicate").find("ERR unknown command") == 0);
-        CHECK(c.command("load nothere").find("ERR load: no model nothere") == 0);
+        CHECK(c.command("load nothere").find("ERR load nothere: no model file") == 0);
         CHECK(c.command("flash").find("ERR flash: no frame came in 0.5 s") != std::string::npos);
     }
     ::close(journal[1]);
@@ -504,7 +505,7 @@ TEST_CASE("console: loads, refusals and errors are logged with an ISO 8601 UTC t
     CHECK(logged("start: models in " + dir.path()));
     CHECK(logged("loaded tiny: n_layer"));
     CHECK(logged("ERR unknown command 'frobnicate' (try help) (for: frobnicate)"));
-    CHECK(logged("ERR load: no model nothere"));
+    CHECK(logged("ERR load nothere: no model file"));
     CHECK(logged("ERR flash: no frame came in 0.5 s"));
     CHECK(logged("the line closed: exiting"));
     // The year is this year's, in UTC.
