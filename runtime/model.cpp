@@ -236,7 +236,9 @@ bool Model::file_changed_in_place() const {
 
 namespace {
 
-extern "C" void on_bus_error(int sig, siginfo_t* info, void*) {
+// Not extern "C": that gives the name external linkage even in an anonymous namespace, and
+// libember.a exported an unprefixed global symbol `on_bus_error` into embedders' programs.
+void on_bus_error(int sig, siginfo_t* info, void*) {
     if (info && info->si_code == BUS_ADRERR) {
         static const char kSaid[] =
             "\nember: error: bus error reading a mapped file: a model file was truncated or written over while in use. Install models "
@@ -303,13 +305,15 @@ void Model::verify_and_view(bool require_checksum) {
     if (std::memcmp(base_, "PK\x03\x04", 4) == 0) {
         fail(f, ": this is a PyTorch checkpoint (zip), not an .ember file: convert it first with `ember convert`");
     }
-    if (fb_size < 8 || fb_size > size_ - 4) {
-        fail(f, ": header claims a ", fb_size, "-byte index but the file holds ", size_, " bytes (truncated or not an .ember file)");
-    }
+    // The identifier first (bytes 8..11, inside the 16 bytes checked at open): any other file
+    // is called what it is, not a truncated model with an absurd index size.
     if (!flatbuffers::BufferHasIdentifier(base_ + 4, fb::ModelIdentifier())) {
         fail(f, ": not an .ember file (identifier is not \"EMBR\")");
     }
-    flatbuffers::Verifier verifier(base_, fb_size + 4);
+    if (fb_size < 8 || fb_size > size_ - 4) {
+        fail(f, ": header claims a ", fb_size, "-byte index but the file holds ", size_, " bytes (truncated?)");
+    }
+    flatbuffers::Verifier verifier(base_, size_t{fb_size} + 4);  // 64-bit: fb_size + 4 wraps in 32 bits
     if (!fb::VerifySizePrefixedModelBuffer(verifier)) fail(f, ": the model index fails the FlatBuffers verifier (corrupted file)");
     const fb::Model* fm = fb::GetSizePrefixedModel(base_);
     format_version_ = fm->format_version();

@@ -414,7 +414,9 @@ TEST_CASE("C API: bad files and bytes: missing, one flipped data byte (checksum)
 
     const std::string text = "This is plain text, not a model at all; it has enough bytes to pass the length check.\n";
     Aligned tm = aligned_copy(text);
-    e.check(ember_model_open_memory(tm.data(), text.size(), "text", &m, e.buf, sizeof e.buf), "not an .ember file");
+    // The identifier is checked before the size prefix: plain text used to be called a truncated
+    // model with a 1936287828-byte index.
+    e.check(ember_model_open_memory(tm.data(), text.size(), "text", &m, e.buf, sizeof e.buf), "text: not an .ember file (identifier is not");
     const std::string pt = ember::test::read_file(ember::test::fixture("gptpy/model.pt"));
     Aligned pm = aligned_copy(pt);
     e.check(ember_model_open_memory(pm.data(), pt.size(), "model.pt", &m, e.buf, sizeof e.buf), "PyTorch checkpoint");

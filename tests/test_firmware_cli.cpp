@@ -96,6 +96,7 @@ TEST_CASE("ember flash + ember-console over ptys: the default model, then gen eq
         CHECK(bad.status == 1);
         CHECK(bad.err.find("ember: error: ") == 0);
         CHECK(bad.err.find("(not flashed; --no-verify sends it anyway)") != std::string::npos);
+        CHECK(bad.err.find("notes.ember: not an .ember file (identifier is not \"EMBR\")") != std::string::npos);
         bad = run(test::program_cmd(EMBER_CLI) + " flash --no-verify --port " + host.path + " '" + dir.file("notes.ember") + "' --timeout 500", dir);
         CAPTURE(bad.err);
         CHECK(bad.status == 2);

@@ -69,6 +69,15 @@ runpath=$(readelf -d "$prefix/bin/ember" | sed -n 's/.*(R.*PATH).*\[\(.*\)\]/\1/
 echo "    bin/ember RUNPATH: $runpath"
 [[ $runpath == "\$ORIGIN/../"* ]] || fail "bin/ember has no \$ORIGIN RUNPATH"
 
+step "libember.a: every strong global symbol is ember_* or in namespace ember"
+# A program that links the archive gets these names: an unprefixed C name (on_bus_error was
+# one) can collide with the embedder's own. Weak symbols (inline and template code) may repeat.
+strong=$(nm -g --defined-only "$libdir/libember.a" 2>/dev/null | awk 'NF==3 && $2 ~ /^[TDBRG]$/ {print $3}' | sort -u)
+[[ -n $strong ]] || fail "nm lists no symbols in libember.a"
+foreign=$(grep -v -e '^ember_' -e '^_ZN5ember' -e '^_ZNK5ember' -e '^_ZT[VIS]N5ember' <<< "$strong" || true)
+[[ -z $foreign ]] || fail "libember.a defines global symbols outside ember: $(head -5 <<< "$foreign" | tr '\n' ' ')"
+echo "    $(wc -l <<< "$strong") strong global symbols, all ember_* or ember::"
+
 step "installed ember convert models/shakespeare_char.pt"
 run_logged "ember convert" "$prefix/bin/ember" convert "$src/models/shakespeare_char.pt" \
   --vocab-text "$src/models/shakespeare_char.vocab.txt" -o "$tmp/m.ember"
