@@ -338,7 +338,7 @@ int cmd_generate(const GenerateArgs& a) {
         std::fflush(stdout);
     }
     const auto t0 = std::chrono::steady_clock::now();
-    session->append(ids.data(), static_cast<int>(ids.size()));
+    session->append(ids);
     const double prefill_s = seconds_since(t0);
     const int64_t prefill_rows = session->rows_run();
     // A BPE token may end inside a UTF-8 character: the stream holds such bytes back and

@@ -45,7 +45,8 @@ int main(int argc, char** argv) {
         fprintf(stderr, "ember_session_arena_bytes: %s\n", err);
         goto done;
     }
-    /* aligned_alloc wants a size that is a multiple of the alignment. */
+    /* ember.h makes arena_bytes a multiple of the alignment already; aligned_alloc (C11) wants
+     * one, so the size is rounded anyway, which costs nothing when it is one. */
     const size_t arena_size = round_up(arena_bytes, EMBER_ARENA_ALIGNMENT);
     arena = aligned_alloc(EMBER_ARENA_ALIGNMENT, arena_size);
     if (!arena) {

@@ -352,7 +352,7 @@ void Console::cmd_gen(const Command& c) {
     stream_->finish();  // empty (a gen that failed mid-way may have left bytes)
     if (!c.text.empty()) write(skipped > 0 ? tok_->decode(ids) : c.text);  // the text the model reads
     const auto t0 = std::chrono::steady_clock::now();
-    session_->append(ids.data(), static_cast<int>(ids.size()));
+    session_->append(ids);
     // The runtime's generate loop; Ctrl-C (0x03) is polled before each token.
     const GenerateResult r = session_->generate(n, so, *tok_, *stream_, [this](std::string_view text) { write(text); },
                                                 [this] { return poll_interrupt(); }, stops.get());

@@ -170,7 +170,7 @@ int ember_prefill(ember_session* session, const char* prompt, char* err, size_t 
         const std::vector<int> ids = !prompt || !*prompt ? std::vector<int>{tok.start_id()} : tok.encode(prompt, "prompt");
         session->s->reset();
         session->stream->finish();  // empty
-        session->s->append(ids.data(), static_cast<int>(ids.size()));
+        session->s->append(ids);
         session->started = true;
     });
 }

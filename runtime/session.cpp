@@ -1,6 +1,7 @@
 #include "runtime/session.h"
 
 #include <chrono>
+#include <limits>
 
 #include "runtime/cpu_backend.h"
 #include "runtime/cuda_module.h"
@@ -25,6 +26,12 @@ Session::~Session() = default;
 void Session::reset() {
     ctx_.reset();
     logits_ = nullptr;
+}
+
+int prompt_length(size_t n) {
+    constexpr size_t kMax = static_cast<size_t>(std::numeric_limits<int>::max());
+    if (n > kMax) fail("prompt: ", n, " tokens is more than the ", kMax, " a session takes (it reads only the last block_size)");
+    return static_cast<int>(n);
 }
 
 void Session::append(const int* ids, int n) {

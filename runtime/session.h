@@ -13,6 +13,7 @@
 #include <functional>
 #include <memory>
 #include <string_view>
+#include <vector>
 
 #include "kernels/cpu/kv_dtype.h"
 #include "runtime/backend.h"
@@ -59,6 +60,11 @@ struct GenerateResult {
     double seconds = 0.0;        // seconds from the call to the last token sampled
 };
 
+// n, the ids of a prompt, as the int that Session::append takes. More than INT_MAX ids (a
+// prompt of over 2 GiB of text, from -f FILE or the C API) throws ember::Error naming the
+// limit: the cast used to wrap to a negative or small count.
+int prompt_length(size_t n);
+
 class Session {
 public:
     // Over a backend made for `model` (make_session below picks one). Throws ember::Error.
@@ -74,6 +80,8 @@ public:
     // Appends ids [n] under the context policy; afterwards logits() holds the next-token
     // logits [V] after the last id. Ids outside [0, V) throw ember::Error.
     void append(const int* ids, int n);
+    // The same for a whole prompt: more than INT_MAX ids throws (see prompt_length).
+    void append(const std::vector<int>& ids) { append(ids.data(), prompt_length(ids.size())); }
     const float* logits() const { return logits_; }
     // Eval: ids [T] (1 <= T <= S) from an empty cache at positions 0..T-1; returns logits
     // [T, V]. Needs SessionOptions::all_logits. Resets the sequence.

@@ -492,7 +492,8 @@ TEST_CASE("C API: session and generate errors: bad options, unknown prompt chara
     };
     for (const Bad& b : {Bad{sampling(-1.0f, 1), "temperature -1"}, Bad{sampling(NAN, 1), "temperature"},
                          Bad{sampling(INFINITY, 1), "temperature"}, Bad{sampling(1.0f, 1, 0, 0.0f), "top-p 0"},
-                         Bad{sampling(1.0f, 1, 0, 1.5f), "top-p 1.5"}, Bad{sampling(1.0f, 1, -2), "top-k -2"}}) {
+                         Bad{sampling(1.0f, 1, 0, 1.5f), "top-p 1.5"}, Bad{sampling(1.0f, 1, 0, NAN), "top-p nan"},
+                         Bad{sampling(1.0f, 1, -2), "top-k -2"}}) {
         CAPTURE(b.what);
         e.check(ember_generate(s, 5, &b.sp, nullptr, nullptr, &made, e.buf, sizeof e.buf), b.what);
         CHECK(made == 0);
@@ -505,6 +506,34 @@ TEST_CASE("C API: session and generate errors: bad options, unknown prompt chara
     CHECK(calls == 10);
     // One ember_generate per ember_prefill.
     e.check(ember_generate(s, 5, nullptr, nullptr, nullptr, &made, e.buf, sizeof e.buf), "call ember_prefill first");
+
+    // n_tokens 0 is valid and samples nothing, but uses the sequence up, as ember.h says.
+    REQUIRE(ember_prefill(s, "The", e.buf, sizeof e.buf) == EMBER_OK);
+    made = -1;
+    CHECK(ember_generate(s, 0, nullptr, nullptr, nullptr, &made, e.buf, sizeof e.buf) == EMBER_OK);
+    CHECK(made == 0);
+    e.check(ember_generate(s, 5, nullptr, nullptr, nullptr, &made, e.buf, sizeof e.buf), "call ember_prefill first");
+
+    // sampling NULL samples as ember_sampling_default does (temperature 1, seed 1337): same text.
+    {
+        ember_sampling d;
+        ember_sampling_default(&d);
+        const Gen with_default = generate(s, "The", 30, d);
+        REQUIRE(with_default.rc == EMBER_OK);
+        std::string text;
+        REQUIRE(ember_prefill(s, "The", e.buf, sizeof e.buf) == EMBER_OK);
+        REQUIRE(ember_generate(
+                    s, 30, nullptr,
+                    [](const char* t, size_t len, void* user) {
+                        static_cast<std::string*>(user)->append(t, len);
+                        return 0;
+                    },
+                    &text, &made, e.buf, sizeof e.buf) == EMBER_OK);
+        CHECK(made == 30);
+        CHECK(text == with_default.text);
+        const Gen other_seed = generate(s, "The", 30, sampling(1.0f, 7));
+        CHECK(other_seed.text != text);  // the comparison can tell sampling settings apart
+    }
 
     // A callback that returns nonzero stops generation early.
     REQUIRE(ember_prefill(s, "The", e.buf, sizeof e.buf) == EMBER_OK);

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <limits>
 #include <new>
 
 #include "adapter_generated.h"
@@ -477,4 +478,15 @@ TEST_CASE("ResidentMemory: zero-filled, 2 MiB-aligned, every page resident at on
     // A size that rounding up to the page and the 2 MiB alignment would wrap past SIZE_MAX.
     CHECK_THROWS_WITH_AS(ResidentMemory(SIZE_MAX - 100, "the test arena"),
                          doctest::Contains("bytes (mmap: Cannot allocate memory)"), Error);
+}
+
+TEST_CASE("a prompt of more than INT_MAX tokens is refused, naming the limit, where the int count used to wrap") {
+    // Session::append(const std::vector<int>&) counts with prompt_length; a vector of 2^31 ids
+    // (8 GiB) is too much for a test, so the count itself is tried.
+    const size_t max = static_cast<size_t>(std::numeric_limits<int>::max());
+    CHECK(ember::prompt_length(0) == 0);
+    CHECK(ember::prompt_length(max) == std::numeric_limits<int>::max());
+    CHECK_THROWS_WITH_AS(ember::prompt_length(max + 1), doctest::Contains("prompt: 2147483648 tokens is more than the 2147483647"),
+                         ember::Error);
+    CHECK_THROWS_AS(ember::prompt_length(size_t{1} << 32), ember::Error);  // wrapped to 0 before
 }

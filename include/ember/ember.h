@@ -11,7 +11,10 @@
  * Errors: every function that can fail returns EMBER_OK (0) or EMBER_ERROR and, when `err` is
  * not NULL, writes one line saying what and where into err[err_size] (always NUL-terminated,
  * cut to fit). No C++ exception crosses this API. Functions taking a session or a model are
- * not thread-safe for the same object; distinct sessions may run on distinct threads.
+ * not thread-safe for the same object; distinct sessions may run on distinct threads, and
+ * sessions on distinct threads may share one model (a session only reads it). Each session
+ * runs its own thread pool: give each of N concurrent sessions threads = cores / N, since
+ * threads 0 in every one oversubscribes the CPU.
  *
  * Link with `pkg-config --cflags --libs ember` or CMake's `find_package(ember)` and
  * `target_link_libraries(app PRIVATE ember::ember)`.
@@ -114,8 +117,14 @@ typedef int (*ember_token_callback)(const char* text, size_t len, void* user);
 /* Samples up to n_tokens tokens after the sequence ember_prefill started, each from the
  * logits after the one before, and calls on_token (may be NULL) with their text. *made (may be NULL)
  * receives the number sampled. One ember_generate per ember_prefill: the next text starts
- * with ember_prefill again. Invalid arguments (negative temperature, top_p outside (0, 1],
- * n_tokens < 0) are refused before anything runs and leave the sequence to generate from. */
+ * with ember_prefill again: after any ember_generate that got past its checks (n_tokens 0
+ * included, or stopped by the callback) the sequence is used up, and another call is refused
+ * ("no sequence: call ember_prefill first"), as is a call with no ember_prefill before it.
+ * sampling NULL: the defaults of ember_sampling_default. *made counts tokens sampled, not
+ * callbacks: a BPE model may call on_token fewer times, and when on_token stops generation
+ * the token whose text it was given is counted. Invalid arguments (temperature negative,
+ * infinite or NaN; top_k < 0; top_p outside (0, 1] or NaN; n_tokens < 0) are refused before
+ * anything runs and leave the sequence to generate from. */
 int ember_generate(ember_session* session, int n_tokens, const ember_sampling* sampling, ember_token_callback on_token, void* user,
                    int* made, char* err, size_t err_size);
 

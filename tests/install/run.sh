@@ -118,6 +118,14 @@ run_logged "$cc (static)" "$cc" -std=c11 -Wall -Wextra "$src/examples/generate.c
 echo "    NEEDED $(needed "$tmp/generate-pc-static")"
 check_generate "$tmp/generate-pc-static"
 
+step "$cc generate.c ... -static: no shared library at all"
+# shellcheck disable=SC2086
+run_logged "$cc (-static)" "$cc" -std=c11 -Wall -Wextra "$src/examples/generate.c" $cflags $slibs -static -o "$tmp/generate-all-static"
+[[ -z $(needed "$tmp/generate-all-static") ]] || fail "the -static generate needs $(needed "$tmp/generate-all-static")"
+readelf -l "$tmp/generate-all-static" | grep -q INTERP && fail "the -static generate has a program interpreter"
+echo "    NEEDED none, no interpreter"
+check_generate "$tmp/generate-all-static"
+
 step "installed ember generate -m m.ember -n 20"
 out=$("$prefix/bin/ember" generate -m "$tmp/m.ember" -n 20 2> "$log") || fail "ember generate exited $?"
 [[ ${#out} -ge 20 ]] || fail "ember generate printed '$out'"
