@@ -10,6 +10,7 @@
 #include <cstring>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "cli_util.h"
@@ -278,6 +279,44 @@ TEST_CASE("C API: generated text equals `ember generate` on the default model, p
     // 6 + 150 > block_size 128: the exact policy's recomputed window (6 + 130 under the emulator,
     // where each recomputed window is slow).
     check_equals_cli(shakespeare(dir), "ROMEO:", ember::test::kEmulatorSlowdown > 1 ? 130 : 150);
+}
+
+TEST_CASE("C API: sessions on four threads share one model, each generating what it generates alone") {
+    // ember.h: distinct sessions may run on distinct threads and share a model (it is only read).
+    ember::test::TempDir dir;
+    ember_model* m = open_path(gptpy(dir));
+    const ember_session_options o = options(1);
+    constexpr int kThreads = 4, kTokens = 60;
+    std::vector<std::string> alone(kThreads);
+    for (int i = 0; i < kThreads; ++i) {
+        ember_session* s = create(m, o, nullptr, 0);
+        const Gen g = generate(s, "The quick", kTokens, sampling(0.9f, 100 + i));
+        REQUIRE(g.rc == EMBER_OK);
+        alone[i] = g.text;
+        ember_session_destroy(s);
+    }
+    CHECK(alone[0] != alone[1]);  // distinct seeds: a mix-up between sessions would show
+    std::vector<ember_session*> sessions(kThreads);
+    for (int i = 0; i < kThreads; ++i) sessions[i] = create(m, o, nullptr, 0);
+    std::vector<Gen> together(kThreads);
+    std::vector<std::thread> workers;
+    for (int round = 0; round < 3; ++round) {
+        for (int i = 0; i < kThreads; ++i) {
+            workers.emplace_back([&, i] { together[i] = generate(sessions[i], "The quick", kTokens, sampling(0.9f, 100 + i)); });
+        }
+        for (std::thread& w : workers) w.join();
+        workers.clear();
+        for (int i = 0; i < kThreads; ++i) {
+            CAPTURE(round);
+            CAPTURE(i);
+            INFO(together[i].err);
+            CHECK(together[i].rc == EMBER_OK);
+            CHECK(together[i].made == kTokens);
+            CHECK(together[i].text == alone[i]);
+        }
+    }
+    for (ember_session* s : sessions) ember_session_destroy(s);
+    ember_model_close(m);
 }
 
 TEST_CASE("C API: the arena the session needs equals `ember info`'s 'arena: N bytes to generate' at the same thread count") {
