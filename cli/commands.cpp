@@ -383,6 +383,7 @@ int cmd_eval(const EvalArgs& a) {
     const ModelConfig& c = model->config();
     const EvalResult r = evaluate(*session, ids.data() + start, static_cast<int64_t>(ids.size()) - start, c.block_size, c.vocab_size,
                                   c.tokenizer_size);
+    eval_loss_check(r);
     std::printf("loss %.4f over %lld tokens\n", r.loss, static_cast<long long>(r.tokens));
     return 0;
 }

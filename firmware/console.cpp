@@ -559,6 +559,7 @@ void Console::cmd_eval(const Command& c) {
     const ModelConfig& mc = model_->config();
     const EvalResult r = evaluate(*s, ids.data() + start, static_cast<int64_t>(ids.size()) - start, mc.block_size, mc.vocab_size,
                                   mc.tokenizer_size);
+    eval_loss_check(r);
     ok("loss " + fmt("%.4f", r.loss) + " over " + std::to_string(r.tokens) + " tokens" +
        (skipped > 0 ? "; " + std::to_string(skipped) + " characters outside the vocabulary skipped" : std::string()));
 }

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "runtime/session.h"
@@ -14,7 +15,16 @@ namespace ember {
 struct EvalResult {
     double loss = 0.0;    // nats per token
     int64_t tokens = 0;   // scored positions
+    // The first token (index into ids) whose loss is not finite, -1 if none: logits that
+    // overflow f32 make loss nan or inf, as PyTorch's cross_entropy does. The programs refuse
+    // to print such a loss (eval_loss_check); a fine-tune reads it as divergence.
+    int64_t first_non_finite = -1;
+    std::string non_finite_logit;  // what that row held first: "logit 0 is +inf"
 };
+
+// Throws ember::Error where r.loss is not finite, naming the token and the logit, for the
+// commands that print a loss (`ember eval`, the console's eval).
+void eval_loss_check(const EvalResult& r);
 
 // session: planned with all_logits. ids: at least 2, each in [0, n_real). Logit rows are
 // [vocab_size]; the softmax runs over the first n_real of them, the ids the tokenizer knows

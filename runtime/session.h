@@ -60,9 +60,9 @@ struct GenerateResult {
     double seconds = 0.0;        // seconds from the call to the last token sampled
 };
 
-// n, the ids of a prompt, as the int that Session::append takes. More than INT_MAX ids (a
-// prompt of over 2 GiB of text, from -f FILE or the C API) throws ember::Error naming the
-// limit: the cast used to wrap to a negative or small count.
+// n, the ids of a prompt, as the int that Session::append takes. More than INT_MAX ids (over
+// 2 GiB of text, through the C API: the programs read files up to 1 GiB) throws ember::Error
+// naming the limit: the cast used to wrap to a negative or small count.
 int prompt_length(size_t n);
 
 class Session {

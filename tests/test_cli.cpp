@@ -209,6 +209,46 @@ TEST_CASE("ember convert refuses non-finite weights, and f16 refuses values past
     check_no_output(dir);
 }
 
+TEST_CASE("ember eval refuses a loss that is not finite (weights that overflow f32), naming the token, where it printed 'loss nan'") {
+    ember::test::TempDir dir;
+    // gptpy/model.safetensors with lm_head.weight's row 0 set to 1e38: finite weights, so the
+    // converter takes them at f32, but logit 0 overflows to +-inf for every hidden state.
+    std::string bytes = ember::test::read_file(fixture("gptpy/model.safetensors"));
+    uint64_t header_len = 0;
+    std::memcpy(&header_len, bytes.data(), 8);
+    const auto header = nlohmann::json::parse(bytes.substr(8, header_len));
+    const size_t at = 8 + header_len + header["lm_head.weight"]["data_offsets"][0].get<size_t>();
+    const int C = header["lm_head.weight"]["shape"][1].get<int>();
+    const float huge = 1e38f;
+    for (int c = 0; c < C; ++c) std::memcpy(&bytes[at + 4 * static_cast<size_t>(c)], &huge, 4);
+    ember::test::write_file(dir.file("huge.safetensors"), bytes);
+    const Run conv = ember_cli("convert " + q(dir.file("huge.safetensors")) + " -o " + q(dir.file("huge.ember")) + " --vocab-text " +
+                                   q(fixture("gptpy/vocab.txt")) + " --dtype f32",
+                               dir);
+    INFO(conv.err);
+    REQUIRE(conv.status == 0);
+    ember::test::write_file(dir.file("text.txt"), "The quick brown fox jumps over the lazy dog. The quick brown fox.\n");
+    const Run r = ember_cli("eval -m " + q(dir.file("huge.ember")) + " --text " + q(dir.file("text.txt")) + " --split all", dir);
+    CAPTURE(r.out);
+    check_refused(r, "eval: the loss is ");
+    CHECK(r.err.find(": the logits that predict token 1 of the text evaluated are not finite (logit 0 is ") != std::string::npos);
+    CHECK(r.err.find("): the model's weights overflow f32") != std::string::npos);
+    CHECK(r.out.find("loss") == std::string::npos);
+    // The console's eval: the same refusal, one ERR line.
+    const std::string models = dir.file("models");
+    REQUIRE(::mkdir(models.c_str(), 0755) == 0);
+    REQUIRE(std::rename(dir.file("huge.ember").c_str(), (models + "/huge.ember").c_str()) == 0);
+    ember::test::write_file(dir.file("commands"), "load huge\neval --split all " + dir.file("text.txt") + "\n");
+    const std::string cmd = ember::test::program_cmd(EMBER_CONSOLE) + " --stdio --models " + q(models) + " <" + q(dir.file("commands")) +
+                            " >" + q(dir.file("console.out")) + " 2>&1";
+    const int rc = std::system(cmd.c_str());
+    const std::string con = ember::test::read_file(dir.file("console.out"));
+    CAPTURE(con);
+    CHECK(rc == 0);
+    CHECK(con.find("ERR eval: the loss is ") != std::string::npos);
+    CHECK(con.find("OK loss") == std::string::npos);
+}
+
 TEST_CASE("ember --help: each type once, a pointer to the subcommands' help and ember-console's, and errors naming the subcommand's help") {
     ember::test::TempDir dir;
     const Run top = ember_cli("--help", dir);
