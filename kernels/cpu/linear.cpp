@@ -122,6 +122,10 @@ Kernels kernels_for(CpuLevel level) {
         k.f32_gemm = f32_gemm_avx2, k.f16_gemm = f16_gemm_avx2, k.f_gemm_rows = 64;
         k.i8_gemm = level == CpuLevel::Avx512 ? i8_gemm_avx512 : level == CpuLevel::AvxVnni ? i8_gemm_avxvnni : i8_gemm_avx2;
         k.i8_gemm_rows = level == CpuLevel::Avx512 ? 32 : level == CpuLevel::AvxVnni ? 16 : 64;  // avx2: four panels of 16
+        if (level == CpuLevel::Avx512) {
+            k.f32_gemm = f32_gemm_avx512, k.f16_gemm = f16_gemm_avx512;
+            k.f32_name = "f32: avx2, prefill avx512", k.f16_name = "f16: avx2, prefill avx512";
+        }
     }
 #elif defined(__aarch64__)
     if (level == CpuLevel::Neon || level == CpuLevel::Dotprod || level == CpuLevel::I8mm) {

@@ -72,6 +72,8 @@ void f16_gemm_avx2(const Args& a, int t_begin, int t_end, int n_begin, int n_end
 void i8_gemm_avx2(const Args& a, int t_begin, int t_end, int n_begin, int n_end);
 void i8_gemm_avxvnni(const Args& a, int t_begin, int t_end, int n_begin, int n_end);
 void i8_gemm_avx512(const Args& a, int t_begin, int t_end, int n_begin, int n_end);
+void f32_gemm_avx512(const Args& a, int t_begin, int t_end, int n_begin, int n_end);
+void f16_gemm_avx512(const Args& a, int t_begin, int t_end, int n_begin, int n_end);
 #endif
 #if defined(__aarch64__)
 void f32_rows_neon(const Args& a, int n_begin, int n_end);

@@ -296,7 +296,10 @@ TEST_CASE("CPU levels: clamped to what the CPU has, named and parsed, and the ke
     CHECK(std::string(linear_kernel_name(hinted)) == linear_kernel_name(WType::I8));
     if (cpu_level_supported(CpuLevel::Avx512, detect_cpu_features())) {
         CHECK(std::string(linear_kernel_name(WType::I8, CpuLevel::Avx512)) == "int8: avx512-vnni");
-        CHECK(std::string(linear_kernel_name(WType::F32, CpuLevel::Avx512)) == "f32: avx2");
+        // decode on AVX2's f32 / f16 row kernels, prefill on the ZMM GEMM (linear_avx512.cpp)
+        CHECK(std::string(linear_kernel_name(WType::F32, CpuLevel::Avx512)) == "f32: avx2, prefill avx512");
+        CHECK(std::string(linear_kernel_name(WType::F16, CpuLevel::Avx512)) == "f16: avx2, prefill avx512");
+        CHECK(std::string(linear_kernel_name(WType::F32, CpuLevel::AvxVnni)) == "f32: avx2");
     }
 #elif defined(__aarch64__)
     f.neon = true;
