@@ -186,15 +186,26 @@ TEST_CASE("ember convert refuses bad checkpoints and vocabularies, leaving no fi
     }
 }
 
+namespace {
+
+// Where tensor `name`'s data starts in the bytes of a safetensors file (an 8-byte header length,
+// the JSON header, the data); *cols (may be null) gets its shape's second dimension.
+size_t safetensors_data_at(const std::string& bytes, const char* name, int* cols = nullptr) {
+    uint64_t header_len = 0;
+    std::memcpy(&header_len, bytes.data(), 8);
+    const auto header = nlohmann::json::parse(bytes.substr(8, header_len));
+    if (cols) *cols = header[name]["shape"][1].get<int>();
+    return 8 + header_len + header[name]["data_offsets"][0].get<size_t>();
+}
+
+}  // namespace
+
 TEST_CASE("ember convert refuses non-finite weights, and f16 refuses values past its range") {
     ember::test::TempDir dir;
     // gptpy/model.safetensors with lm_head.bias[0] set to NaN, then lm_head.weight[0] to 1e6.
     std::string bytes = ember::test::read_file(fixture("gptpy/model.safetensors"));
-    uint64_t header_len = 0;
-    std::memcpy(&header_len, bytes.data(), 8);
-    const auto header = nlohmann::json::parse(bytes.substr(8, header_len));
-    const size_t at = 8 + header_len + header["lm_head.bias"]["data_offsets"][0].get<size_t>();
-    const size_t at_w = 8 + header_len + header["lm_head.weight"]["data_offsets"][0].get<size_t>();
+    const size_t at = safetensors_data_at(bytes, "lm_head.bias");
+    const size_t at_w = safetensors_data_at(bytes, "lm_head.weight");
     const std::string out = " -o " + q(dir.file("out.ember")) + " --vocab-text " + q(fixture("gptpy/vocab.txt"));
     const float nan = std::numeric_limits<float>::quiet_NaN(), big = 1e6f;
     std::memcpy(&bytes[at], &nan, 4);
@@ -214,11 +225,8 @@ TEST_CASE("ember eval refuses a loss that is not finite (weights that overflow f
     // gptpy/model.safetensors with lm_head.weight's row 0 set to 1e38: finite weights, so the
     // converter takes them at f32, but logit 0 overflows to +-inf for every hidden state.
     std::string bytes = ember::test::read_file(fixture("gptpy/model.safetensors"));
-    uint64_t header_len = 0;
-    std::memcpy(&header_len, bytes.data(), 8);
-    const auto header = nlohmann::json::parse(bytes.substr(8, header_len));
-    const size_t at = 8 + header_len + header["lm_head.weight"]["data_offsets"][0].get<size_t>();
-    const int C = header["lm_head.weight"]["shape"][1].get<int>();
+    int C = 0;
+    const size_t at = safetensors_data_at(bytes, "lm_head.weight", &C);
     const float huge = 1e38f;
     for (int c = 0; c < C; ++c) std::memcpy(&bytes[at + 4 * static_cast<size_t>(c)], &huge, 4);
     ember::test::write_file(dir.file("huge.safetensors"), bytes);
