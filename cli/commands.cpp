@@ -371,7 +371,7 @@ int cmd_eval(const EvalArgs& a) {
     const int64_t start = a.split == "val" ? val_split_start(static_cast<int64_t>(ids.size())) : 0;
     if (ids.size() - start < 2) {
         fail(printable(a.text, 200), ": the ", a.split == "val" ? "validation split (last 10%)" : "text", " holds ",
-             ids.size() - start, " token(s); eval needs at least 2");
+             ids.size() - start, " token(s); eval needs at least 2", a.split == "val" ? " (--split all scores the whole text)" : "");
     }
     SessionOptions so;
     so.threads = a.threads;

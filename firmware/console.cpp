@@ -459,29 +459,46 @@ void Console::cmd_load(const std::string& name, bool remember) {
     stream_ = std::move(ts);
     model_ = std::move(m);
     name_ = name;
+    std::string not_remembered;
     if (remember) {
         // DIR/current: the model to load at the next start (written atomically: the data
         // synced before the rename, the folder synced after it, so a power cut leaves the
-        // old name or the new one). Best effort: a failure leaves the old pointer.
+        // old name or the new one). A failure leaves the old pointer, and the answer says so
+        // (a read-only models folder used to answer a plain OK, and the next start loaded the
+        // old model).
         // The temporary is this process's own (current.tmp-PID): two consoles on one models
         // folder shared current.tmp, and one's rename could install the other's file while it
         // was empty or half rewritten ("m\nnger_name\n"), so that the next start loaded nothing.
         const std::string cur = opts_.models_dir + "/current", tmp = cur + ".tmp-" + std::to_string(::getpid());
         DeviceFs& fs = *opts_.fs;
         const int fd = fs.open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+        std::string step = "cannot create " + printable(tmp, 200);
+        int why = errno;
         if (fd >= 0) {
             const std::string body = name + "\n";
-            const bool good = fs.pwrite(fd, body.data(), body.size(), 0) == static_cast<ssize_t>(body.size()) && fs.fsync(fd) == 0;
+            bool good = fs.pwrite(fd, body.data(), body.size(), 0) == static_cast<ssize_t>(body.size());
+            step = good ? "fsync" : "write";
+            good = good && fs.fsync(fd) == 0;
+            why = errno;
             fs.close(fd);
-            if (good && fs.rename(tmp, cur) == 0) fs.fsync_dir(opts_.models_dir);
-            else fs.unlink(tmp);
+            if (good && fs.rename(tmp, cur) == 0) {
+                fs.fsync_dir(opts_.models_dir);
+                step.clear();
+            } else {
+                if (good) step = "rename", why = errno;
+                fs.unlink(tmp);
+            }
+        }
+        if (!step.empty()) {
+            not_remembered = "; warning: " + printable(cur, 200) + " not updated (" + step + ": " + std::strerror(why) +
+                             "): the next start loads the model it named before";
         }
     }
     const ModelConfig& c = model_->config();
     const std::string said = "loaded " + name + ": n_layer " + std::to_string(c.n_layer) + ", n_embd " + std::to_string(c.n_embd) + ", vocab_size " +
        std::to_string(c.vocab_size) + ", " + tok_->kind() + " tokenizer, " + std::to_string(model_->file_bytes()) + " bytes";
-    ok(said);
-    log_.log(said + (remember ? "" : " (at start)"));
+    ok(said + not_remembered);
+    log_.log(said + not_remembered + (remember ? "" : " (at start)"));
 }
 
 std::unique_ptr<Session> Console::session_for(const Model& model, const LoraAdapter* adapter, bool all_logits) const {
@@ -554,7 +571,11 @@ void Console::cmd_eval(const Command& c) {
     const std::string text = read_text_file(c.file, size_t(256) << 20);
     const std::vector<int> ids = encode_training_text(*model_, text, printable(c.file, 200), c.skip_unknown, &skipped);
     const int64_t start = c.eval_all ? 0 : val_split_start(static_cast<int64_t>(ids.size()));
-    if (static_cast<int64_t>(ids.size()) - start < 2) fail(printable(c.file, 200), ": too few tokens to evaluate (at least 2)");
+    if (static_cast<int64_t>(ids.size()) - start < 2) {
+        // As `ember eval` says it, naming the split.
+        fail(printable(c.file, 200), ": the ", c.eval_all ? "text" : "validation split (last 10%)", " holds ", ids.size() - start,
+             " token(s); eval needs at least 2", c.eval_all ? "" : " (--split all scores the whole text)");
+    }
     auto s = session_for(*model_, adapter_.get(), true);
     const ModelConfig& mc = model_->config();
     const EvalResult r = evaluate(*s, ids.data() + start, static_cast<int64_t>(ids.size()) - start, mc.block_size, mc.vocab_size,

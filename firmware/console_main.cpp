@@ -165,8 +165,15 @@ int main(int argc, char** argv) {
     const int stat_rc = ::stat(o.models_dir.c_str(), &st);
     const int stat_errno = errno;
     if (stat_rc != 0 || !S_ISDIR(st.st_mode)) {
-        std::fprintf(stderr, "ember-console: error: --models %s: %s (create it first, e.g. mkdir -p)\n", printable(o.models_dir, 200).c_str(),
-                     stat_rc != 0 ? std::strerror(stat_errno) : "not a folder");
+        // mkdir -p helps only where nothing is there: not for a file, nor for a link to nowhere.
+        struct stat lst {};
+        const bool dangling = stat_rc != 0 && stat_errno == ENOENT && ::lstat(o.models_dir.c_str(), &lst) == 0 && S_ISLNK(lst.st_mode);
+        const std::string shown = printable(o.models_dir, 200);
+        const std::string why = dangling            ? "a symbolic link to nothing"
+                                : stat_rc != 0      ? std::string(std::strerror(stat_errno)) +
+                                                     (stat_errno == ENOENT ? " (create it first: mkdir -p " + shown + ")" : "")
+                                                    : "exists and is not a folder";
+        std::fprintf(stderr, "ember-console: error: --models %s: %s\n", shown.c_str(), why.c_str());
         return 1;
     }
     o.backend = parse_backend(backend);

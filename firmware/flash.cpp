@@ -226,8 +226,9 @@ void FlashReceiver::on_offer(const Frame& in, std::vector<Frame>& out) {
             const uint64_t free_bytes = uint64_t(fs.f_bavail) * fs.f_frsize;
             close_part();
             opts_.fs->unlink(part_path_);
-            return refuse("offered file of " + std::to_string(size) + " bytes does not fit in " + printable(opts_.models_dir, 200) + ": it needs " +
-                          std::to_string(size - received_) + " more bytes, " + std::to_string(free_bytes) + " are free");
+            return refuse("offered file of " + std::to_string(size) + " bytes does not fit in " + printable(opts_.models_dir, 200) + ": " +
+                          std::to_string(size - received_) + " bytes are still to come and " + std::to_string(free_bytes) +
+                          " are free");
         }
     }
     offered_ = true;

@@ -190,7 +190,11 @@ int ember_generate(ember_session* session, int n_tokens, const ember_sampling* s
             so.top_p = sampling->top_p;
             so.seed = sampling->seed;
         }
-        so.validate();
+        try {
+            so.validate();
+        } catch (const ember::Error& e) {
+            ember::fail("ember_generate: ", e.what());  // as its other refusals are worded
+        }
         // Refusals above leave the sequence to generate from; from here it is used up.
         session->started = false;
         bool stop = false;

@@ -117,6 +117,7 @@ std::unique_ptr<Model> Model::open(const std::string& path, const LoadOptions& l
     m->path_ = path;
     const std::string f = printable(path, 200);
     // O_NONBLOCK: a FIFO is refused below instead of waiting here for a writer.
+    if (path.empty()) fail("model path is empty: give an .ember file");
     const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0) fail(f, ": cannot open: ", std::strerror(errno));
     struct stat st {};
@@ -310,7 +311,8 @@ void Model::verify_and_view(bool require_checksum) {
     if (!flatbuffers::BufferHasIdentifier(base_ + 4, fb::ModelIdentifier())) {
         fail(f, ": not an .ember file (identifier is not \"EMBR\")");
     }
-    if (fb_size < 8 || fb_size > size_ - 4) {
+    if (fb_size < 8) fail(f, ": header claims a ", fb_size, "-byte index, too small for any model (corrupted file)");
+    if (fb_size > size_ - 4) {
         fail(f, ": header claims a ", fb_size, "-byte index but the file holds ", size_, " bytes (truncated?)");
     }
     flatbuffers::Verifier verifier(base_, size_t{fb_size} + 4);  // 64-bit: fb_size + 4 wraps in 32 bits

@@ -87,6 +87,12 @@ TEST_CASE("bad input: an .ember whose header claims more than the file holds") {
         std::memcpy(&e.bytes[0], &huge, 4);
         refused(dir, e.bytes, "header claims a 2147483647-byte index but the file holds " + std::to_string(good.size()) + " bytes");
     }
+    for (uint32_t tiny : {0u, 7u}) {
+        // Not a truncation: no file holds a model in under 8 bytes of index (it said "truncated?").
+        Edit e{good};
+        std::memcpy(&e.bytes[0], &tiny, 4);
+        refused(dir, e.bytes, "header claims a " + std::to_string(tiny) + "-byte index, too small for any model (corrupted file)");
+    }
     {
         Edit e{good};
         e.set<uint64_t>(e.model(), fb::Model::VT_DATA_SIZE, e.model()->data_size() + 64);
@@ -384,6 +390,12 @@ TEST_CASE("bad input: prompts and text files with unknown characters or invalid 
     check_refused(ember_cli("eval -m " + m + " --text " + q(dir.file("unknown.txt")), dir),
                 "unknown.txt: 1 character(s) are not in the model's vocabulary: '\xe2\x82\xac' (U+20AC) x1 (--skip-unknown drops them)");
     check_refused(ember_cli("eval -m " + m + " --text " + q(dir.file("invalid.txt")), dir), "invalid.txt: invalid UTF-8 at byte 6");
+    // Ten characters: the validation split (the last 10%) holds one token, and the refusal
+    // points to --split all; the whole text is enough.
+    test::write_file(dir.file("short.txt"), "To be, or ");
+    check_refused(ember_cli("eval -m " + m + " --text " + q(dir.file("short.txt")), dir),
+                  "short.txt: the validation split (last 10%) holds 1 token(s); eval needs at least 2 (--split all scores the whole text)");
+    CHECK(ember_cli("eval -m " + m + " --text " + q(dir.file("short.txt")) + " --split all", dir).status == 0);
     check_refused(ember_cli("convert " + q(fixture("gptpy/model.pt")) + " --vocab-text " + q(dir.file("invalid.txt")) + " -o " +
                               q(dir.file("o.ember")),
                           dir),

@@ -429,6 +429,8 @@ TEST_CASE("C API: bad files and bytes: missing, one flipped data byte (checksum)
     Err e;
     const std::string missing = dir.file("no-such.ember");
     e.check(ember_model_open(missing.c_str(), &m, e.buf, sizeof e.buf), "no-such.ember");
+    // An empty path is named as such (it said ": cannot open: No such file or directory").
+    e.check(ember_model_open("", &m, e.buf, sizeof e.buf), "model path is empty");
     CHECK(m == nullptr);
 
     std::string flipped = good;
@@ -535,6 +537,7 @@ TEST_CASE("C API: session and generate errors: bad options, unknown prompt chara
                          Bad{sampling(1.0f, 1, -2), "top-k -2"}}) {
         CAPTURE(b.what);
         e.check(ember_generate(s, 5, &b.sp, nullptr, nullptr, &made, e.buf, sizeof e.buf), b.what);
+        CHECK(e.str().rfind("ember_generate: ", 0) == 0);  // as its other refusals (it had no prefix)
         CHECK(made == 0);
     }
     e.check(ember_generate(s, -1, nullptr, nullptr, nullptr, &made, e.buf, sizeof e.buf), "n_tokens -1 is negative");

@@ -148,18 +148,27 @@ TEST_CASE("ember flash + ember-console over ptys: the default model, then gen eq
     CHECK(WEXITSTATUS(status) == 0);
 }
 
-TEST_CASE("ember-console: a --models folder that is not there is refused at start, naming it") {
+TEST_CASE("ember-console: a --models folder that is not there is refused at start, naming it, with mkdir -p only where it helps") {
     test::TempDir dir;
     const std::string err = dir.file("err");
-    for (const std::string& models : {dir.file("no-such-folder"), dir.file("a-file")}) {
-        CAPTURE(models);
-        if (models == dir.file("a-file")) test::write_file(models, "x");
-        const int rc = std::system((test::program_cmd(EMBER_CONSOLE) + " --stdio --models '" + models + "' </dev/null >/dev/null 2>'" + err + "'").c_str());
+    test::write_file(dir.file("a-file"), "x");
+    REQUIRE(::symlink(dir.file("gone").c_str(), dir.file("dangling").c_str()) == 0);
+    struct Case {
+        std::string models, says;
+        bool mkdir_hint;
+    };
+    // mkdir -p fails with "File exists" on a file or on a link to nowhere: it used to be advised there.
+    for (const Case& c : {Case{dir.file("no-such-folder"), "No such file or directory (create it first: mkdir -p " + dir.file("no-such-folder") + ")", true},
+                          Case{dir.file("a-file"), "exists and is not a folder", false},
+                          Case{dir.file("dangling"), "a symbolic link to nothing", false}}) {
+        CAPTURE(c.models);
+        const int rc = std::system((test::program_cmd(EMBER_CONSOLE) + " --stdio --models '" + c.models + "' </dev/null >/dev/null 2>'" + err + "'").c_str());
         REQUIRE(WIFEXITED(rc));
         CHECK(WEXITSTATUS(rc) == 1);
         const std::string msg = test::read_file(err);
-        CHECK(msg.find("ember-console: error: --models " + models + ": ") == 0);
-        CHECK(msg.find(models == dir.file("a-file") ? "not a folder" : "No such file or directory") != std::string::npos);
+        CAPTURE(msg);
+        CHECK(msg == "ember-console: error: --models " + c.models + ": " + c.says + "\n");
+        CHECK((msg.find("mkdir") != std::string::npos) == c.mkdir_hint);
     }
 }
 

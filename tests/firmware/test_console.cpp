@@ -177,6 +177,40 @@ TEST_CASE("console: bad commands answer one ERR line and the console keeps runni
     CHECK(c.command("info").find("model: none loaded\n") == 0);
 }
 
+namespace {
+
+// The real files, but DIR/current's temporary cannot be created: a read-only models folder.
+class NoCurrentFs : public fw::PosixFs {
+public:
+    int open(const std::string& path, int flags, mode_t mode) override {
+        if (path.find("/current.tmp-") != std::string::npos) {
+            errno = EROFS;
+            return -1;
+        }
+        return PosixFs::open(path, flags, mode);
+    }
+};
+
+}  // namespace
+
+TEST_CASE("console: a load whose DIR/current cannot be written says so, and the next start's model is still the old one") {
+    TempDir dir;
+    write_file(dir.file("tiny.ember"), read_file(model_int8()));
+    write_file(dir.file("tiny16.ember"), read_file(model_f16()));
+    write_file(dir.file("current"), "tiny\n");
+    ConsoleOptions o = opts_for(dir);
+    o.fs = std::make_shared<NoCurrentFs>();
+    PtyConsole c(o);
+    const std::string out = c.command("load tiny16");
+    CAPTURE(out);
+    // It used to answer a plain OK, and the next start loaded tiny.
+    CHECK(out.find("OK loaded tiny16: n_layer") == 0);
+    CHECK(out.find("; warning: " + dir.file("current") + " not updated (cannot create " + dir.file("current.tmp-")) != std::string::npos);
+    CHECK(out.find("Read-only file system): the next start loads the model it named before\n") != std::string::npos);
+    CHECK(read_file(dir.file("current")) == "tiny\n");
+    CHECK(c.command("info").find("model: tiny16 (") == 0);  // loaded all the same
+}
+
 TEST_CASE("console: load, gen streams the runtime's text for a seed, settings, models, eval") {
     TempDir dir;
     write_file(dir.file("tiny.ember"), read_file(model_int8()));
@@ -226,6 +260,12 @@ TEST_CASE("console: load, gen streams the runtime's text for a seed, settings, m
     // --skip-unknown: a text with characters outside the vocabulary gives the loss of the text without them.
     write_file(dir.file("odd.txt"), "\xe2\x82\xac" + read_file(text) + "\xe2\x82\xac\xe2\x82\xac");
     CHECK(c.command("eval --split all " + dir.file("odd.txt")).find("ERR ") == 0);
+    // Too short for the validation split: worded as `ember eval` words it (it said "too few
+    // tokens to evaluate", naming no split).
+    write_file(dir.file("short.txt"), "The quick ");
+    CHECK(c.command("eval " + dir.file("short.txt")) == "ERR " + dir.file("short.txt") +
+                                                          ": the validation split (last 10%) holds 1 token(s); eval needs at least 2 "
+                                                          "(--split all scores the whole text)\n");
     const std::string skipped = c.command("eval --skip-unknown --split all " + dir.file("odd.txt"));
     CHECK(skipped == std::string(want).substr(0, std::string(want).size() - 1) + "; 3 characters outside the vocabulary skipped\n");
 
