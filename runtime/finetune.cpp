@@ -317,6 +317,8 @@ std::vector<int> encode_training_text(const CharTokenizer& tok, std::string_view
         fail(what, ": ", unknown.size(), " character(s) are not in the model's vocabulary: ", names,
              " (--skip-unknown drops them)");
     }
+    // Said as `generate -f` says it, not as a text of 0 tokens after "N characters skipped".
+    if (ids.empty() && total > 0) fail(what, ": none of its ", total, " characters is in the vocabulary (--skip-unknown dropped them all)");
     if (skipped) *skipped = total;
     return ids;
 }

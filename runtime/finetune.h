@@ -135,7 +135,7 @@ private:
 
 // Text -> ids for training. Characters outside the vocabulary throw ember::Error naming
 // them (each distinct one with its count) unless skip_unknown, which drops them and counts
-// them in *skipped.
+// them in *skipped; a text whose every character was dropped throws.
 std::vector<int> encode_training_text(const CharTokenizer& tok, std::string_view text, const std::string& what,
                                       bool skip_unknown, int64_t* skipped);
 

@@ -392,6 +392,11 @@ TEST_CASE("bad input: prompts and text files with unknown characters or invalid 
     check_refused(ember_cli("eval -m " + m + " --text " + q(dir.file("invalid.txt")), dir), "invalid.txt: invalid UTF-8 at byte 6");
     // Ten characters: the validation split (the last 10%) holds one token, and the refusal
     // points to --split all; the whole text is enough.
+    // Only unknown characters: said so, not "N characters skipped" and then a text of 0 tokens.
+    test::write_file(dir.file("alien.txt"), "\xe2\x82\xac\xe2\x82\xac@");
+    const Run alien = ember_cli("eval -m " + m + " --skip-unknown --split all --text " + q(dir.file("alien.txt")), dir);
+    check_refused(alien, "alien.txt: none of its 3 characters is in the vocabulary (--skip-unknown dropped them all)");
+    CHECK(alien.out.empty());
     test::write_file(dir.file("short.txt"), "To be, or ");
     check_refused(ember_cli("eval -m " + m + " --text " + q(dir.file("short.txt")), dir),
                   "short.txt: the validation split (last 10%) holds 1 token(s); eval needs at least 2 (--split all scores the whole text)");
