@@ -10,11 +10,12 @@
  *
  * Errors: every function that can fail returns EMBER_OK (0) or EMBER_ERROR and, when `err` is
  * not NULL, writes one line saying what and where into err[err_size] (always NUL-terminated,
- * cut to fit). No C++ exception crosses this API. Functions taking a session or a model are
- * not thread-safe for the same object; distinct sessions may run on distinct threads, and
- * sessions on distinct threads may share one model (a session only reads it). Each session
- * runs its own thread pool: give each of N concurrent sessions threads = cores / N, since
- * threads 0 in every one oversubscribes the CPU.
+ * cut to fit). No C++ exception crosses this API. Threads: a session is used by one thread at
+ * a time; sessions on distinct threads may share one model (a session only reads it: tested
+ * with ember_prefill and ember_generate on four threads at once). Opening and closing models
+ * and creating and destroying sessions are not claimed safe beside other calls on the same
+ * model. Each session runs its own thread pool: give each of N concurrent sessions threads =
+ * cores / N, since threads 0 in every one oversubscribes the CPU.
  *
  * Link with `pkg-config --cflags --libs ember` or CMake's `find_package(ember)` and
  * `target_link_libraries(app PRIVATE ember::ember)`.
