@@ -322,8 +322,8 @@ int cmd_generate(const GenerateArgs& a) {
     // A prompt read with -f is named by its file (its errors said "prompt: ... at byte N").
     const std::string what = a.prompt_file.empty() ? "prompt" : a.prompt_file == "-" ? "standard input (-f -)" : printable(a.prompt_file, 200);
     if (!prompt.empty()) ids = a.skip_unknown ? encode_training_text(*model, prompt, what, true, &skipped) : tok->encode(prompt, what);
-    // Refused before the note on skipped characters: one line on stderr (it used to be the note, then the error).
-    if (ids.empty()) fail(what, ": none of its ", skipped, " characters is in the vocabulary (--skip-unknown dropped them all)");
+    // A prompt whose every character --skip-unknown dropped is refused by encode_training_text,
+    // before the note on skipped characters: one line on stderr.
     if (skipped > 0) std::fprintf(stderr, "ember: %lld prompt characters outside the vocabulary skipped (--skip-unknown)\n", static_cast<long long>(skipped));
     SessionOptions so;
     so.threads = a.threads;
