@@ -24,6 +24,16 @@ int max_groups(const kernels::WeightView& w, int cur) {
 
 }  // namespace
 
+size_t linear_xf_floats(const Model& model) {
+    const ModelConfig& c = model.config();
+    const ModelWeights& w = model.weights();
+    bool wide = w.lm_head.type != kernels::WType::I8;
+    for (const auto& l : w.layers) {
+        for (const auto* v : {&l.qkv, &l.proj, &l.fc, &l.fc2}) wide = wide || v->type != kernels::WType::I8;
+    }
+    return wide ? kernels::linear_scratch_xf_floats(std::max(c.n_embd, c.ffn_hidden)) : 0;
+}
+
 int resolve_threads(int requested) {
     if (requested < 0 || requested > kMaxThreads) fail("threads ", requested, " is outside [0, ", kMaxThreads, "] (0 = all cores)");
     return requested > 0 ? requested : kernels::ThreadPool::default_threads();
@@ -60,6 +70,8 @@ MemoryPlan plan_memory(const Model& model, int threads, bool all_logits, int lor
     p.scores = take(static_cast<size_t>(threads) * kernels::kAttentionQueryBlock * S * f4);
     p.xq = take(R * std::max(C, F));
     p.xs = take(R * static_cast<size_t>(groups) * f4);
+    p.xf_floats = linear_xf_floats(model);
+    p.xf = take(static_cast<size_t>(threads) * p.xf_floats * f4);
     p.history = take(S * sizeof(int));
     p.window = take(S * sizeof(int));
     p.sampler_probs = take(V * f4);
@@ -146,7 +158,7 @@ const float* CpuBackend::forward_pass(const int* ids, int T, int pos0, int row0,
     float* att = buf<float>(plan_.att);
     float* tmp = buf<float>(plan_.tmp);
     float* hidden = buf<float>(plan_.hidden);
-    const kernels::LinearScratch scratch{buf<int8_t>(plan_.xq), buf<float>(plan_.xs)};
+    const kernels::LinearScratch scratch{buf<int8_t>(plan_.xq), buf<float>(plan_.xs), buf<float>(plan_.xf), plan_.xf_floats};
 
     // x = wte[ids] + wpe[positions]
     for (int t = 0; t < T; ++t) {

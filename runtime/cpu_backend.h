@@ -30,6 +30,8 @@ struct MemoryPlan {
     size_t k_cache = 0, v_cache = 0;  // [L, n_head, S, head_size] each, of kv (f16: binary16 bits)
     size_t scores = 0;         // [threads, S]
     size_t xq = 0, xs = 0;     // int8 activations [rows, max(C, F)] and their scales
+    size_t xf = 0;             // f32 / f16 weights: [threads, xf_floats] packed x (kernels/cpu/linear.h)
+    size_t xf_floats = 0;      // per thread; 0 for a model of int8 weights only
     size_t history = 0;        // [S] token ids: token k at k mod S
     size_t window = 0;         // [S] token ids of a recomputed window, oldest first
     size_t sampler_probs = 0;  // [V]
@@ -48,6 +50,9 @@ struct MemoryPlan {
 // Throws ember::Error naming the value outside [0, 256].
 constexpr int kMaxThreads = 256;
 int resolve_threads(int requested);
+
+// LinearScratch::xf floats per thread that `model`'s linear layers need: 0 where all are int8.
+size_t linear_xf_floats(const Model& model);
 
 // Plans the arena for `model` with `threads` threads (and LoRA rank, 0 = no adapter; the KV
 // cache's element type, SessionOptions' default unless given; the rows of a prefill pass,

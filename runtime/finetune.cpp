@@ -20,6 +20,7 @@
 #include "kernels/cpu/linear.h"
 #include "kernels/cpu/lora.h"
 #include "runtime/arena.h"
+#include "runtime/cpu_backend.h"
 #include "runtime/error.h"
 #include "runtime/eval.h"
 #include "runtime/paths.h"
@@ -28,8 +29,6 @@
 namespace ember {
 
 namespace {
-
-constexpr int kMaxThreads = 256;
 
 int max_groups(const kernels::WeightView& w, int cur) {
     return w.type == kernels::WType::I8 ? std::max(cur, w.groups_per_row()) : cur;
@@ -79,6 +78,8 @@ TrainPlan plan_training(const Model& model, int batch, int seq, int rank, size_t
     p.rows = arena.take(static_cast<size_t>(threads) * std::max(C, F) * f4);
     p.xq = arena.take(M * std::max(C, F));
     p.xs = arena.take(M * static_cast<size_t>(groups) * f4);
+    p.xf_floats = linear_xf_floats(model);
+    p.xf = arena.take(static_cast<size_t>(threads) * p.xf_floats * f4);
     p.grads = arena.take(n_params * f4);
     p.total = arena.total();
     return p;
@@ -150,7 +151,7 @@ double Trainer::forward(const int* x, const int* y, bool backward) {
     float* tmp = buf<float>(plan_.dtmp);  // forward scratch [M, C]
     float* kc = buf<float>(plan_.kc);
     float* vc = buf<float>(plan_.vc);
-    const kernels::LinearScratch scratch{buf<int8_t>(plan_.xq), buf<float>(plan_.xs)};
+    const kernels::LinearScratch scratch{buf<int8_t>(plan_.xq), buf<float>(plan_.xs), buf<float>(plan_.xf), plan_.xf_floats};
     auto u_of = [&](int l, LoraTarget t) { return U + (static_cast<size_t>(l) * kLoraTargets + static_cast<int>(t)) * Mr; };
     auto shape_of = [&](LoraTarget t) {
         kernels::LoraShape s;

@@ -58,6 +58,7 @@ struct TrainPlan {
     size_t scores = 0;   // [threads, 2T]
     size_t rows = 0;     // [threads, max(C, F)] dequantized weight rows
     size_t xq = 0, xs = 0;  // int8 activations [M, max(C, F)] and their scales [M, groups]
+    size_t xf = 0, xf_floats = 0;  // f32 / f16 weights: [threads, xf_floats] (linear_xf_floats)
     size_t grads = 0;    // [P]
     size_t total = 0;
 };

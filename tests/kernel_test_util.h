@@ -20,11 +20,13 @@ inline std::vector<float> randn(size_t n, uint32_t seed, float scale = 1.0f) {
     return v;
 }
 
-// max |a - b| / max(1, max |b|)
+// max |a - b| / max(1, max |b|); NaN where any difference is NaN (std::max would drop it, so an
+// output left unwritten in a NaN-filled buffer passed).
 inline double max_rel(const std::vector<float>& a, const std::vector<float>& b) {
     double err = 0.0, mag = 1.0;
     for (size_t i = 0; i < a.size(); ++i) {
-        err = std::max(err, std::fabs(static_cast<double>(a[i]) - b[i]));
+        const double d = std::fabs(static_cast<double>(a[i]) - b[i]);
+        if (!(d <= err)) err = d;
         mag = std::max(mag, std::fabs(static_cast<double>(b[i])));
     }
     return err / mag;

@@ -57,7 +57,9 @@ TEST_CASE("linear matches its reference for f32, f16 and int8 weights") {
                 auto bias = randn(N, 3);
                 std::vector<int8_t> xq(linear_scratch_xq_bytes(T, K));
                 std::vector<float> xs(linear_scratch_xs_bytes(T, K, group == 0 ? K : group) / sizeof(float));
-                const LinearScratch scratch{xq.data(), xs.data()};
+                std::vector<float> xf_buf(2 * linear_scratch_xf_floats(K) + 16);
+                float* xf = xf_buf.data() + ((64 - reinterpret_cast<uintptr_t>(xf_buf.data()) % 64) % 64) / sizeof(float);
+                const LinearScratch scratch{xq.data(), xs.data(), xf, linear_scratch_xf_floats(K)};
                 std::vector<float> y(static_cast<size_t>(T) * N), ref(y.size());
 
                 WeightView v;

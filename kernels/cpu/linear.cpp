@@ -11,6 +11,8 @@ namespace ember::kernels {
 
 size_t linear_scratch_xq_bytes(int T, int K) { return static_cast<size_t>(T) * K; }
 
+size_t linear_scratch_xf_floats(int K) { return linear_detail::f_gemm_scratch_floats(K); }
+
 size_t linear_scratch_xs_bytes(int T, int K, int group_size) {
     const int g = group_size > 0 ? (K + group_size - 1) / group_size : 1;
     return static_cast<size_t>(T) * g * sizeof(float);
@@ -30,6 +32,13 @@ void linear_ref(const float* x, int T, const WeightView& w, const float* bias, f
 }
 
 namespace linear_detail {
+
+size_t f_gemm_scratch_floats(int K) {
+    if (K <= 0) return 0;
+    const int blocks = (K + kFBlockK - 1) / kFBlockK;
+    const size_t kb = static_cast<size_t>((K + blocks - 1) / blocks);
+    return (kb * (kFGemmRows + kFGemmMaxR) + 15) / 16 * 16;
+}
 
 bool takes_rows8_decode(bool cache_resident, int T, int K, int group) {
     return cache_resident && T == 1 && (group == 64 || group == 32) && K % group == 0;
@@ -119,7 +128,7 @@ Kernels kernels_for(CpuLevel level) {
             k.i8_cached_name = "int8: avx512-vnni (8-row decode: weights in cache)";
         }
         // The GEMMs' panels (linear_gemm_int8.h's P * NB per policy; f32 rows per cache block).
-        k.f32_gemm = f32_gemm_avx2, k.f16_gemm = f16_gemm_avx2, k.f_gemm_rows = 64;
+        k.f32_gemm = f32_gemm_avx2, k.f16_gemm = f16_gemm_avx2, k.f_gemm_rows = kFGemmRows, k.f_gemm_scratch = true;
         k.i8_gemm = level == CpuLevel::Avx512 ? i8_gemm_avx512 : level == CpuLevel::AvxVnni ? i8_gemm_avxvnni : i8_gemm_avx2;
         k.i8_gemm_rows = level == CpuLevel::Avx512 ? 32 : level == CpuLevel::AvxVnni ? 16 : 64;  // avx2: four panels of 16
         if (level == CpuLevel::Avx512) {
@@ -167,14 +176,20 @@ constexpr int kRows8Grain = 8;
 // per thread so that every thread gets work; a task's rows of W run against its panel.
 constexpr int kGemmMinRows = 8;
 
-void run_gemm(linear_detail::GemmFn gemm, int panel_rows, const Args& a, ThreadPool& pool) {
+// xf: the f32 / f16 GEMMs' scratch, xf_floats per thread (null for the others).
+void run_gemm(linear_detail::GemmFn gemm, int panel_rows, const Args& a, ThreadPool& pool, float* xf, size_t xf_floats) {
     const int panels = (a.T + panel_rows - 1) / panel_rows;
     const int want = 2 * pool.size();
     const int n_chunks = std::min((a.N + 15) / 16, std::max(1, (want + panels - 1) / panels));
     const int n_per = ((a.N + n_chunks - 1) / n_chunks + 15) / 16 * 16;
     const int n_tasks = panels * ((a.N + n_per - 1) / n_per);
-    pool.run(n_tasks, [&](int task, int) {
+    pool.run(n_tasks, [&](int task, int thread) {
         const int t0 = (task % panels) * panel_rows, n0 = (task / panels) * n_per;
+        if (xf) {
+            Args b = a;
+            b.xf = xf + static_cast<size_t>(thread) * xf_floats;
+            return gemm(b, t0, std::min(a.T, t0 + panel_rows), n0, std::min(a.N, n0 + n_per));
+        }
         gemm(a, t0, std::min(a.T, t0 + panel_rows), n0, std::min(a.N, n0 + n_per));
     });
 }
@@ -210,9 +225,13 @@ void run_linear(const Kernels& kern, const float* x, int T, const WeightView& w,
         }
         rows = kern.i8;
     }
-    const linear_detail::GemmFn gemm = w.type == WType::F32 ? kern.f32_gemm : w.type == WType::F16 ? kern.f16_gemm : kern.i8_gemm;
+    linear_detail::GemmFn gemm = w.type == WType::F32 ? kern.f32_gemm : w.type == WType::F16 ? kern.f16_gemm : kern.i8_gemm;
+    // The f32 / f16 GEMMs that pack x need the caller's scratch; without it, the row kernels.
+    const bool f_scratch = w.type != WType::I8 && kern.f_gemm_scratch;
+    if (f_scratch && (!scratch.xf || scratch.xf_floats < linear_detail::f_gemm_scratch_floats(a.K))) gemm = nullptr;
     if (T >= kGemmMinRows && gemm) {
-        run_gemm(gemm, w.type == WType::I8 ? kern.i8_gemm_rows : kern.f_gemm_rows, a, pool);
+        run_gemm(gemm, w.type == WType::I8 ? kern.i8_gemm_rows : kern.f_gemm_rows, a, pool, f_scratch ? scratch.xf : nullptr,
+                 scratch.xf_floats);
         return;
     }
     const bool rows8 = w.type == WType::I8 && linear_detail::takes_rows8_decode(a.cache_resident, T, a.K, a.group);

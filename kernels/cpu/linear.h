@@ -16,15 +16,24 @@
 
 namespace ember::kernels {
 
-// Caller-owned scratch for linear(): the int8 path's quantized rows of x.
+// Caller-owned scratch for linear(): the int8 path's quantized rows of x, and the x86 f32 / f16
+// prefill GEMM's packed panels of x (linear_gemm_f32.h), one part per thread of the pool.
 struct LinearScratch {
     int8_t* xq = nullptr;  // [T, K]
     float* xs = nullptr;   // [T, groups_per_row]
+    // [pool.size(), xf_floats], 64-byte aligned, xf_floats a multiple of 16 and at least
+    // linear_scratch_xf_floats(K). Null, or too small for K: f32 / f16 prefill on x86 runs the
+    // row kernels (correct, about half as fast); int8 weights never read it.
+    float* xf = nullptr;
+    size_t xf_floats = 0;
 };
 
 // Bytes of scratch linear() needs for T rows of K inputs with int8 groups of group_size.
 size_t linear_scratch_xq_bytes(int T, int K);
 size_t linear_scratch_xs_bytes(int T, int K, int group_size);
+// Floats of LinearScratch::xf per thread for rows of up to K inputs (a multiple of 16): 64 rows
+// of x and 8 of W, of K in blocks of at most 1024 (221 KiB a thread for K = 1536).
+size_t linear_scratch_xf_floats(int K);
 
 // Plain reference: W dequantized, x as given, double accumulation. y may not alias x.
 void linear_ref(const float* x, int T, const WeightView& w, const float* bias, float* y);

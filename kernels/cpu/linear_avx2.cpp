@@ -3,6 +3,7 @@
 // non-inlined copy compiled with these flags could be linked into plain code.
 #include <immintrin.h>
 
+#include "kernels/cpu/linear_gemm_f32.h"
 #include "kernels/cpu/linear_gemm_int8.h"
 #include "kernels/cpu/linear_int8_block.h"
 #include "kernels/cpu/linear_rows8_x86.h"
@@ -66,56 +67,26 @@ struct Avx2Dot {
     static Acc fma(Acc acc, Sum s, const Group&, float scale) { return _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(scale), acc); }
 };
 
-// The f32 GEMM's tile: RR rows of W (from n) x CC rows of x (from t), lanes over k, RR * CC
-// accumulators (8 for 4 x 2: W's 4 loads serve 2 rows of x, x's 2 serve 4 rows of W); f16
-// weights widened as they are loaded (vcvtph2ps); the part of K past the last 8 scalar.
-inline __m256 load_w8(const float* p) { return _mm256_loadu_ps(p); }
-inline __m256 load_w8(const uint16_t* p) { return load_f16x8(p); }
-inline float w_at(const float* p) { return *p; }
-inline float w_at(const uint16_t* p) { return _cvtsh_ss(*p); }
-
-template <typename W, int RR, int CC>
-void f_tile(const Args& a, int n, int t) {
-    const int K = a.K;
-    const W* w = static_cast<const W*>(a.w) + static_cast<size_t>(n) * K;
-    const float* x = a.x + static_cast<size_t>(t) * K;
-    __m256 acc[CC][RR];
-    for (int c = 0; c < CC; ++c)
-        for (int r = 0; r < RR; ++r) acc[c][r] = _mm256_setzero_ps();
-    int k = 0;
-    for (; k + 8 <= K; k += 8) {
-        __m256 wv[RR];
-        for (int r = 0; r < RR; ++r) wv[r] = load_w8(w + static_cast<size_t>(r) * K + k);
-        for (int c = 0; c < CC; ++c) {
-            const __m256 xv = _mm256_loadu_ps(x + static_cast<size_t>(c) * K + k);
-            for (int r = 0; r < RR; ++r) acc[c][r] = _mm256_fmadd_ps(xv, wv[r], acc[c][r]);
-        }
+// The f32 and f16 GEMMs of prefill on YMM (linear_gemm_f32.h): 8 rows of x a vector, 2 a
+// panel (16 rows), 6 rows of W a tile: 12 accumulators, 2 x vectors and a broadcast in the 16
+// registers. On the AVX-512 VNNI EPYC (2026-12-06, the AVX2 level forced; docs/benchmarks.md)
+// ... as fast as the tile before it (lanes over k, 4 rows of W x 2 of x, a horizontal
+// sum per output).
+struct GemmF32Ymm {
+    static constexpr int P = 8, NB = 2, R = 6;
+    using VecF = __m256;
+    static VecF zero() { return _mm256_setzero_ps(); }
+    static VecF load(const float* p) { return _mm256_load_ps(p); }
+    static VecF bcast(const float* p) { return _mm256_broadcast_ss(p); }
+    static VecF fma(VecF a, VecF b, VecF c) { return _mm256_fmadd_ps(a, b, c); }
+    static void store(float* out, VecF v) { _mm256_store_ps(out, v); }
+    static void widen(const uint16_t* src, float* dst, int n) {
+        int k = 0;
+        for (; k + 8 <= n; k += 8) _mm256_storeu_ps(dst + k, load_f16x8(src + k));
+        for (; k < n; ++k) dst[k] = _cvtsh_ss(src[k]);
     }
-    for (int c = 0; c < CC; ++c) {
-        float tail[RR];
-        for (int r = 0; r < RR; ++r) {
-            float s = 0.0f;
-            for (int i = k; i < K; ++i) s += x[static_cast<size_t>(c) * K + i] * w_at(w + static_cast<size_t>(r) * K + i);
-            tail[r] = s;
-        }
-        store_rows<RR>(acc[c], tail, a.bias ? a.bias + n : nullptr, a.y + static_cast<size_t>(t + c) * a.N + n);
-    }
-}
-
-template <typename W>
-void f_gemm(const Args& a, int t_begin, int t_end, int n_begin, int n_end) {
-    int n = n_begin;
-    for (; n + 4 <= n_end; n += 4) {
-        int t = t_begin;
-        for (; t + 2 <= t_end; t += 2) f_tile<W, 4, 2>(a, n, t);
-        if (t < t_end) f_tile<W, 4, 1>(a, n, t);
-    }
-    for (; n < n_end; ++n) {
-        int t = t_begin;
-        for (; t + 2 <= t_end; t += 2) f_tile<W, 1, 2>(a, n, t);
-        if (t < t_end) f_tile<W, 1, 1>(a, n, t);
-    }
-}
+};
+static_assert(GemmF32Ymm::R <= kFGemmMaxR && kFGemmRows % (GemmF32Ymm::P * GemmF32Ymm::NB) == 0, "linear_variants.h sizes the scratch");
 
 // The int8 GEMM of prefill (T >= 8), in int16. Without VNNI, vpmaddubsw needs |w| and x with
 // w's sign: three instructions on the two multiply pipes per 32 products. vpmaddwd on int16 pairs
@@ -309,10 +280,12 @@ void w16_tile(const Args& a, const W16Panels& p, int n, int t0, int t1, int g0, 
 
 }  // namespace
 
-void f32_gemm_avx2(const Args& a, int t_begin, int t_end, int n_begin, int n_end) { f_gemm<float>(a, t_begin, t_end, n_begin, n_end); }
+void f32_gemm_avx2(const Args& a, int t_begin, int t_end, int n_begin, int n_end) {
+    f_gemm<GemmF32Ymm, float>(a, t_begin, t_end, n_begin, n_end, a.xf);
+}
 
 void f16_gemm_avx2(const Args& a, int t_begin, int t_end, int n_begin, int n_end) {
-    f_gemm<uint16_t>(a, t_begin, t_end, n_begin, n_end);
+    f_gemm<GemmF32Ymm, uint16_t>(a, t_begin, t_end, n_begin, n_end, a.xf);
 }
 
 void i8_gemm_avx2(const Args& a, int t_begin, int t_end, int n_begin, int n_end) {

@@ -1,5 +1,5 @@
 // linear()'s int8 kernels with AVX-512 VNNI (vpdpbusd on ZMM), and the f32 / f16 GEMMs of
-// prefill on ZMM (AVX-512 F, below; compiled with -mavx512f
+// prefill on ZMM (AVX-512 F, linear_gemm_f32.h; compiled with -mavx512f
 // -mavx512bw -mavx512vl -mavx512vnni and AVX2's flags, run only where cpu_features.h finds
 // them). Internal functions only, no std:: inline function (see linear_avx2.cpp).
 //
@@ -8,6 +8,7 @@
 // read with a byte mask: masked bytes load as 0 in x, so they add nothing to either sum.
 #include <immintrin.h>
 
+#include "kernels/cpu/linear_gemm_f32.h"
 #include "kernels/cpu/linear_gemm_int8.h"
 #include "kernels/cpu/linear_rows8_x86.h"
 #include "kernels/cpu/linear_variants.h"
@@ -184,98 +185,37 @@ struct VnniRows8 {
     static __m256i fold(I s) { return s; }
 };
 
-// The f32 and f16 GEMMs of prefill on ZMM: linear_avx2.cpp's tile (lanes over k, one sum per
-// row of W and row of x, summed across lanes at the end) 16 lanes wide and 4 rows of W by 4 rows
-// of x (16 accumulators; W's 4 loads serve 4 rows of x and x's 4 serve 4 rows of W). f16
-// weights widened as they are loaded (vcvtph2ps); K's last partial 16 read with a mask, whose
-// lanes load as 0, so there is no scalar tail. On the AVX-512 VNNI EPYC (2026-12-06, the
-// lecture's full configuration, alternated with the AVX2 tile; docs/benchmarks.md) prefill ran
-// 1.42x to 1.68x as fast in f32 and 1.49x to 2.05x in f16 on one thread.
-inline __m512 load_w16(const float* p, __mmask16 m) { return _mm512_maskz_loadu_ps(m, p); }
-inline __m512 load_w16(const uint16_t* p, __mmask16 m) { return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, p)); }
-
-// 4 rows of W x CC (1 to 4) rows of x, the accumulators named (gcc 12 keeps an array of 16
-// ZMM accumulators on the stack and stores each one on every step of k).
-template <typename W, int CC>
-void f_tile4(const Args& a, int n, int t) {
-    const int K = a.K;
-    const W* w0 = static_cast<const W*>(a.w) + static_cast<size_t>(n) * K;
-    const W *w1 = w0 + K, *w2 = w1 + K, *w3 = w2 + K;
-    const float* x0 = a.x + static_cast<size_t>(t) * K;
-    const float* x1 = CC > 1 ? x0 + K : x0;
-    const float* x2 = CC > 2 ? x0 + 2 * static_cast<size_t>(K) : x0;
-    const float* x3 = CC > 3 ? x0 + 3 * static_cast<size_t>(K) : x0;
-    __m512 a00 = _mm512_setzero_ps(), a01 = a00, a02 = a00, a03 = a00, a10 = a00, a11 = a00, a12 = a00, a13 = a00;
-    __m512 a20 = a00, a21 = a00, a22 = a00, a23 = a00, a30 = a00, a31 = a00, a32 = a00, a33 = a00;
-    for (int k = 0; k < K; k += 16) {
-        const __mmask16 m = K - k >= 16 ? static_cast<__mmask16>(0xffff) : static_cast<__mmask16>((1u << (K - k)) - 1);
-        const __m512 v0 = load_w16(w0 + k, m), v1 = load_w16(w1 + k, m), v2 = load_w16(w2 + k, m), v3 = load_w16(w3 + k, m);
-        __m512 xv = _mm512_maskz_loadu_ps(m, x0 + k);
-        a00 = _mm512_fmadd_ps(xv, v0, a00), a01 = _mm512_fmadd_ps(xv, v1, a01), a02 = _mm512_fmadd_ps(xv, v2, a02), a03 = _mm512_fmadd_ps(xv, v3, a03);
-        if (CC > 1) {
-            xv = _mm512_maskz_loadu_ps(m, x1 + k);
-            a10 = _mm512_fmadd_ps(xv, v0, a10), a11 = _mm512_fmadd_ps(xv, v1, a11), a12 = _mm512_fmadd_ps(xv, v2, a12), a13 = _mm512_fmadd_ps(xv, v3, a13);
-        }
-        if (CC > 2) {
-            xv = _mm512_maskz_loadu_ps(m, x2 + k);
-            a20 = _mm512_fmadd_ps(xv, v0, a20), a21 = _mm512_fmadd_ps(xv, v1, a21), a22 = _mm512_fmadd_ps(xv, v2, a22), a23 = _mm512_fmadd_ps(xv, v3, a23);
-        }
-        if (CC > 3) {
-            xv = _mm512_maskz_loadu_ps(m, x3 + k);
-            a30 = _mm512_fmadd_ps(xv, v0, a30), a31 = _mm512_fmadd_ps(xv, v1, a31), a32 = _mm512_fmadd_ps(xv, v2, a32), a33 = _mm512_fmadd_ps(xv, v3, a33);
+// The f32 and f16 GEMMs of prefill on ZMM (linear_gemm_f32.h): 16 rows of x a vector, 2 a
+// panel (32 rows), 8 rows of W a tile (16 accumulators). On the AVX-512 VNNI EPYC (2026-12-06,
+// docs/benchmarks.md) this ran the lecture's full configuration's prefill ... as fast as the
+// tile before it (lanes over k, 4 rows of W x 4 rows of x, a horizontal sum per output).
+struct GemmF32Zmm {
+    static constexpr int P = 16, NB = 2, R = 8;
+    using VecF = __m512;
+    static VecF zero() { return _mm512_setzero_ps(); }
+    static VecF load(const float* p) { return _mm512_load_ps(p); }
+    static VecF bcast(const float* p) { return _mm512_set1_ps(*p); }
+    static VecF fma(VecF a, VecF b, VecF c) { return _mm512_fmadd_ps(a, b, c); }
+    static void store(float* out, VecF v) { _mm512_store_ps(out, v); }
+    static void widen(const uint16_t* src, float* dst, int n) {
+        int k = 0;
+        for (; k + 16 <= n; k += 16) _mm512_storeu_ps(dst + k, _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + k))));
+        if (k < n) {
+            const __mmask16 m = static_cast<__mmask16>((1u << (n - k)) - 1);
+            _mm512_mask_storeu_ps(dst + k, m, _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, src + k)));
         }
     }
-    const float* bias = a.bias ? a.bias + n : nullptr;
-    auto store = [&](int c, __m512 s0, __m512 s1, __m512 s2, __m512 s3) {
-        float* y = a.y + static_cast<size_t>(t + c) * a.N + n;
-        y[0] = _mm512_reduce_add_ps(s0) + (bias ? bias[0] : 0.0f);
-        y[1] = _mm512_reduce_add_ps(s1) + (bias ? bias[1] : 0.0f);
-        y[2] = _mm512_reduce_add_ps(s2) + (bias ? bias[2] : 0.0f);
-        y[3] = _mm512_reduce_add_ps(s3) + (bias ? bias[3] : 0.0f);
-    };
-    store(0, a00, a01, a02, a03);
-    if (CC > 1) store(1, a10, a11, a12, a13);
-    if (CC > 2) store(2, a20, a21, a22, a23);
-    if (CC > 3) store(3, a30, a31, a32, a33);
-}
-
-// One row of W (N's last rows past a multiple of 4) x one row of x.
-template <typename W>
-void f_tile1(const Args& a, int n, int t) {
-    const int K = a.K;
-    const W* w = static_cast<const W*>(a.w) + static_cast<size_t>(n) * K;
-    const float* x = a.x + static_cast<size_t>(t) * K;
-    __m512 acc = _mm512_setzero_ps();
-    for (int k = 0; k < K; k += 16) {
-        const __mmask16 m = K - k >= 16 ? static_cast<__mmask16>(0xffff) : static_cast<__mmask16>((1u << (K - k)) - 1);
-        acc = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, x + k), load_w16(w + k, m), acc);
-    }
-    a.y[static_cast<size_t>(t) * a.N + n] = _mm512_reduce_add_ps(acc) + (a.bias ? a.bias[n] : 0.0f);
-}
-
-template <typename W>
-void f_gemm(const Args& a, int t_begin, int t_end, int n_begin, int n_end) {
-    int n = n_begin;
-    for (; n + 4 <= n_end; n += 4) {
-        int t = t_begin;
-        for (; t + 4 <= t_end; t += 4) f_tile4<W, 4>(a, n, t);
-        switch (t_end - t) {
-            case 3: f_tile4<W, 3>(a, n, t); break;
-            case 2: f_tile4<W, 2>(a, n, t); break;
-            case 1: f_tile4<W, 1>(a, n, t); break;
-            default: break;
-        }
-    }
-    for (; n < n_end; ++n)
-        for (int t = t_begin; t < t_end; ++t) f_tile1<W>(a, n, t);
-}
+};
+static_assert(GemmF32Zmm::R <= kFGemmMaxR && kFGemmRows % (GemmF32Zmm::P * GemmF32Zmm::NB) == 0, "linear_variants.h sizes the scratch");
 
 }  // namespace
 
-void f32_gemm_avx512(const Args& a, int t_begin, int t_end, int n_begin, int n_end) { f_gemm<float>(a, t_begin, t_end, n_begin, n_end); }
+void f32_gemm_avx512(const Args& a, int t_begin, int t_end, int n_begin, int n_end) {
+    f_gemm<GemmF32Zmm, float>(a, t_begin, t_end, n_begin, n_end, a.xf);
+}
 
 void f16_gemm_avx512(const Args& a, int t_begin, int t_end, int n_begin, int n_end) {
-    f_gemm<uint16_t>(a, t_begin, t_end, n_begin, n_end);
+    f_gemm<GemmF32Zmm, uint16_t>(a, t_begin, t_end, n_begin, n_end, a.xf);
 }
 
 void i8_gemm_avx512(const Args& a, int t_begin, int t_end, int n_begin, int n_end) {

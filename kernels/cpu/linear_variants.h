@@ -23,6 +23,8 @@ struct Args {
     const int8_t* xq = nullptr;     // int8: x quantized per group [T, K], values in [-127, 127]
     const float* xs = nullptr;      // int8: x's scales [T, gpr]
     bool cache_resident = false;    // int8: WeightView::cache_resident (weights.h)
+    float* xf = nullptr;            // f32 / f16 GEMM (x86): this task's thread's scratch,
+                                    // f_gemm_scratch_floats(K) floats, 64-byte aligned
 };
 
 // Whether the x86 int8 row kernels take their 8-row decode loop (linear_rows8_x86.h) for these
@@ -42,6 +44,14 @@ bool takes_rows8_decode(bool cache_resident, int T, int K, int group);
 // too. ARM keeps one block ahead into L1: not measured there (qemu's speed means nothing).
 constexpr size_t kStreamAhead = 16384;
 
+// The f32 / f16 GEMMs (linear_gemm_f32.h): K is cut into equal blocks of at most kFBlockK
+// columns; a task holds at most kFGemmRows rows of x (Kernels::f_gemm_rows) and a tile at most
+// kFGemmMaxR rows of W. Their scratch per thread: f_gemm_scratch_floats(K) (linear.cpp).
+constexpr int kFBlockK = 1024;
+constexpr int kFGemmRows = 64;
+constexpr int kFGemmMaxR = 8;
+size_t f_gemm_scratch_floats(int K);
+
 // Writes y[:, n_begin:n_end] (bias added). Int8 reads xq/xs, which a QuantizeFn wrote.
 using RowsFn = void (*)(const Args& a, int n_begin, int n_end);
 // One row x [K] -> xq [K], xs [ceil(K / group)]: xs = absmax / 127, xq = round_half_even(x / xs).
@@ -58,6 +68,7 @@ struct Kernels {
     GemmFn f32_gemm = nullptr, f16_gemm = nullptr, i8_gemm = nullptr;  // null: the row kernels
     int f_gemm_rows = 0, i8_gemm_rows = 0;  // rows of x per panel: a task's rows are a multiple
     const char* i8_cached_name = nullptr;   // int8 decode of cache_resident weights, where it differs
+    bool f_gemm_scratch = false;            // f32_gemm / f16_gemm read Args::xf (linear_gemm_f32.h)
 };
 
 #if defined(__x86_64__) || defined(__i386__)

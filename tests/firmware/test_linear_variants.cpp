@@ -58,6 +58,17 @@ Quantized quantize(const std::vector<float>& w, int N, int K, int group) {
     return out;
 }
 
+// LinearScratch::xf for `threads` threads and rows of up to K inputs: 64-byte aligned.
+struct XfScratch {
+    std::vector<float> buf;
+    float* xf = nullptr;
+    size_t per = 0;
+    XfScratch(int threads, int K) : buf(static_cast<size_t>(threads) * linear_scratch_xf_floats(K) + 16), per(linear_scratch_xf_floats(K)) {
+        const uintptr_t at = reinterpret_cast<uintptr_t>(buf.data());
+        xf = buf.data() + ((64 - at % 64) % 64) / sizeof(float);
+    }
+};
+
 struct Case {
     int T, K, N, group;
 };
@@ -100,7 +111,8 @@ TEST_CASE("linear: every kernel variant this CPU runs matches the plain referenc
             const auto bias = randn(c.N, 13, 1.0f);
             std::vector<int8_t> xq(linear_scratch_xq_bytes(c.T, c.K));
             std::vector<float> xs(linear_scratch_xs_bytes(c.T, c.K, c.group) / sizeof(float));
-            const LinearScratch scratch{xq.data(), xs.data()};
+            XfScratch xf(2, c.K);
+            const LinearScratch scratch{xq.data(), xs.data(), xf.xf, xf.per};
             std::vector<float> y(static_cast<size_t>(c.T) * c.N), ref(y.size()), plain(y.size());
             WeightView v;
             v.rows = c.N;
@@ -145,6 +157,55 @@ TEST_CASE("linear: every kernel variant this CPU runs matches the plain referenc
                 linear_at(level, x.data(), c.T, v, bias.data(), y.data(), scratch, split);
                 linear_at(level, x.data(), c.T, v, bias.data(), y1.data(), scratch, one);
                 CHECK(y1 == y);
+            }
+        }
+    }
+}
+
+TEST_CASE("linear f32 and f16: random shapes, every variant's GEMM against linear_ref (panels, K blocks, tails, no scratch)") {
+    // 40 shapes drawn with a fixed seed: T 8 to 150 (the GEMMs: tasks of 64 rows, panels of 16
+    // or 32 with empty rows), K 1 to 2600 (past 1024 the x86 GEMMs cut K into blocks whose sums
+    // are added to y), N 1 to 40 (tiles of 6 or 8 rows of W and single rows), a bias on every
+    // other shape, one to four threads. Each also without LinearScratch::xf, and with one float
+    // too few, where the x86 levels run their row kernels: the same tolerance.
+    std::mt19937 rng(20261206);
+    auto draw = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
+    const auto levels = levels_to_test();
+    for (int i = 0; i < 40; ++i) {
+        const int T = draw(8, 150), K = i % 4 == 0 ? draw(1025, 2600) : draw(1, 700), N = draw(1, 40), threads = draw(1, 4);
+        CAPTURE(i);
+        CAPTURE(T);
+        CAPTURE(K);
+        CAPTURE(N);
+        CAPTURE(threads);
+        ThreadPool pool(threads);
+        const auto x = randn(static_cast<size_t>(T) * K, 400 + i, 1.0f);
+        const auto w = randn(static_cast<size_t>(N) * K, 500 + i, 0.05f);
+        const auto bias = randn(N, 600 + i, 1.0f);
+        const float* b = i % 2 ? bias.data() : nullptr;
+        std::vector<uint16_t> h(w.size());
+        for (size_t j = 0; j < w.size(); ++j) h[j] = float_to_half(w[j]);
+        XfScratch xf(threads, K);
+        const LinearScratch with{nullptr, nullptr, xf.xf, xf.per};
+        const LinearScratch short_by_one{nullptr, nullptr, xf.xf, xf.per - 1};
+        const LinearScratch none{};
+        for (WType type : {WType::F32, WType::F16}) {
+            WeightView v;
+            v.type = type;
+            v.rows = N;
+            v.cols = K;
+            v.data = type == WType::F32 ? static_cast<const void*>(w.data()) : static_cast<const void*>(h.data());
+            std::vector<float> y(static_cast<size_t>(T) * N, NAN), ref(y.size());
+            linear_ref(x.data(), T, v, b, ref.data());
+            for (CpuLevel level : levels) {
+                const std::string level_name = cpu_level_name(level);
+                CAPTURE(level_name);
+                CAPTURE(type == WType::F32 ? "f32" : "f16");
+                for (const LinearScratch* sc : {&with, &short_by_one, &none}) {
+                    std::fill(y.begin(), y.end(), NAN);
+                    linear_at(level, x.data(), T, v, b, y.data(), *sc, pool);
+                    CHECK(max_rel(y, ref) < 1e-5);
+                }
             }
         }
     }
