@@ -23,14 +23,14 @@ CLI::App* add_attn_command(CLI::App& app, AttnArgs& a) {
     auto* c = app.add_subcommand("attn", "softmax attention weights of a layer's heads for a prompt (text, --json, --png)");
     c->add_option("-m,--model", a.model, ".ember file")->required()->check(file_name_check());
     c->add_option("-p,--prompt", a.prompt, "prompt text, at most block_size tokens")->required();
-    c->add_option("--layer", a.layer, "layer, from 0")->capture_default_str()->check(CLI::Range(0, 1 << 16));
-    c->add_option("--head", a.head, "head, from 0 (default: every head of the layer)")->check(CLI::Range(0, 1 << 16));
-    c->add_option("--top", a.top, "text: the strongest keys shown per query")->capture_default_str()->check(CLI::Range(1, 1 << 20));
+    add_int_option_once(c, "--layer", a.layer, 0, 1 << 16, "layer, from 0");
+    add_int_option_once(c, "--head", a.head, 0, 1 << 16, "head, from 0 (default: every head of the layer)")->default_str("");
+    add_int_option_once(c, "--top", a.top, 1, 1 << 20, "text: the strongest keys shown per query");
     c->add_flag("--json", a.json, "print the T x T weights as JSON instead of the text");
     c->add_option("--png", a.png, "write a heatmap to FILE (every head in a grid without --head)")
         ->type_name("FILE")
         ->check(file_name_check());
-    c->add_option("--threads", a.threads, "0 = all cores")->capture_default_str()->check(CLI::TypeValidator<int>(""))->check(CLI::Range(0, 256));
+    add_int_option_once(c, "--threads", a.threads, 0, 256, "0 = all cores");
     c->add_option("--adapter", a.adapter, "LoRA adapter file (ember finetune), applied unmerged")->check(file_name_check());
     c->add_flag_callback("--no-mmap", [&a] { a.load.mmap = false; }, "read the model into anonymous memory instead of mapping the file");
     c->add_flag("--mlock", a.load.mlock, "lock the model's memory");

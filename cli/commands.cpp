@@ -367,7 +367,8 @@ int cmd_eval(const EvalArgs& a) {
     const std::string text = read_text_file(a.text);
     // Every character outside the vocabulary is named, with its count, and --skip-unknown offered.
     const std::vector<int> ids = encode_training_text(*model, text, printable(a.text, 200), a.skip_unknown, &skipped);
-    if (skipped > 0) std::printf("%lld characters outside the vocabulary skipped\n", static_cast<long long>(skipped));
+    // On stderr, as generate's note: stdout holds the one result line that scripts read.
+    if (skipped > 0) std::fprintf(stderr, "ember: %lld characters outside the vocabulary skipped (--skip-unknown)\n", static_cast<long long>(skipped));
     const int64_t start = a.split == "val" ? val_split_start(static_cast<int64_t>(ids.size())) : 0;
     if (ids.size() - start < 2) {
         fail(printable(a.text, 200), ": the ", a.split == "val" ? "validation split (last 10%)" : "text", " holds ",

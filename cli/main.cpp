@@ -91,6 +91,7 @@ int main(int argc, char** argv) {
     // A file past `ulimit -f` is a failed write (EFBIG), said and cleaned up as a full disk
     // is, not a kill by SIGXFSZ that left OUT.tmp-PID behind.
     std::signal(SIGXFSZ, SIG_IGN);
+    cli::warn_unknown_cpu_kernels("ember");
     CLI::App app{"ember: small GPT language models on the edge"};
     app.formatter(std::make_shared<cli::HelpFormatter>());
     app.footer("Each subcommand's options: ember SUBCOMMAND --help. The device program, a serial console: ember-console --help.\n"
@@ -121,7 +122,7 @@ int main(int argc, char** argv) {
     auto* scale_opt = c->add_option("--attention-scale", attention_scale,
                   "head = 1/sqrt(head_size) (today's gpt.py, the default), embd = 1/sqrt(n_embd) (the early gpt.py's C**-0.5), auto (the better on --vocab-text), or a number");
     auto* act_opt = c->add_option("--activation", activation, "relu | gelu | gelu-tanh: replaces the architecture's (gpt.py relu, nanoGPT gelu, GPT-2 gelu-tanh)");
-    c->add_option("--n-head", conv.overrides.n_head, "attention heads, for a checkpoint without model_args or config.json")->check(CLI::Range(1, 1 << 16));
+    cli::add_int_option_once(c, "--n-head", conv.overrides.n_head, 1, 1 << 16, "attention heads, for a checkpoint without model_args or config.json")->default_str("");
     c->add_option("--rename", renames, "OLD=NEW: replace the substring OLD by NEW in every key before mapping (repeatable, in order)")
         ->expected(1)
         ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
@@ -132,7 +133,7 @@ int main(int argc, char** argv) {
         ->required()
         ->check(cli::file_name_check());
     int info_threads = 0;
-    i->add_option("--threads", info_threads, "threads the arena is planned for (0 = all cores)")->capture_default_str()->check(CLI::TypeValidator<int>(""))->check(CLI::Range(0, 256));
+    cli::add_int_option_once(i, "--threads", info_threads, 0, 256, "threads the arena is planned for (0 = all cores)");
     bool info_json = false;
     i->add_flag("--json", info_json, "print one JSON object (the same facts)");
 
@@ -141,7 +142,7 @@ int main(int argc, char** argv) {
     g->add_option("-m,--model", gen.model, ".ember file")->required()->check(cli::file_name_check());
     auto* prompt_opt = g->add_option("-p,--prompt", gen.prompt, "prompt text (default: start from the tokenizer's start id, as the lecture does)");
     g->add_option("-f,--prompt-file", gen.prompt_file, "prompt from FILE, byte for byte (- = standard input)")->excludes(prompt_opt)->check(cli::file_name_check());
-    g->add_flag("-e,--escape", gen.escape, "turn \\n, \\t and \\\\ in -p and --stop into their characters");
+    g->add_flag("-e,--escape", gen.escape, "turn \\n, \\t, \\s (a space) and \\\\ in -p and --stop into their characters");
     g->add_flag("--skip-unknown", gen.skip_unknown, "drop prompt characters outside the model's vocabulary (and say how many on stderr)");
     g->add_flag("--stats", gen.stats, "print prefill and decode tokens/s and the time to first token on stderr");
     // The sampling options: runtime/gen_options.h's table, which the console's gen and set use too.
@@ -161,7 +162,7 @@ int main(int argc, char** argv) {
         o->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
     }
     g->add_option("--context", gen.context, "exact | shift | ring")->capture_default_str()->check(CLI::IsMember({"exact", "shift", "ring"}));
-    g->add_option("--threads", gen.threads, "0 = all cores")->capture_default_str()->check(CLI::TypeValidator<int>(""))->check(CLI::Range(0, kMaxThreads));
+    cli::add_int_option_once(g, "--threads", gen.threads, 0, kMaxThreads, "0 = all cores");
     g->add_option("--backend", gen.backend, "cpu | cuda | auto (CUDA when a GPU is present)")->capture_default_str();
     g->add_option("--kv-cache", gen.kv_cache, "the CPU backend's KV cache: f16 | f32")->capture_default_str()->check(CLI::IsMember({"f16", "f32"}));
     g->add_option("--adapter", gen.adapter, "LoRA adapter file (ember finetune), applied unmerged")->check(cli::file_name_check());
@@ -172,7 +173,7 @@ int main(int argc, char** argv) {
     e->add_option("-m,--model", ev.model, ".ember file")->required()->check(cli::file_name_check());
     e->add_option("--text", ev.text, "UTF-8 text file")->required()->check(cli::file_name_check());
     e->add_option("--split", ev.split, "val (last 10% of tokens) | all")->capture_default_str()->check(CLI::IsMember({"val", "all"}));
-    e->add_option("--threads", ev.threads, "0 = all cores")->capture_default_str()->check(CLI::TypeValidator<int>(""))->check(CLI::Range(0, kMaxThreads));
+    cli::add_int_option_once(e, "--threads", ev.threads, 0, kMaxThreads, "0 = all cores");
     e->add_option("--backend", ev.backend, "cpu | cuda | auto (CUDA when a GPU is present)")->capture_default_str();
     e->add_option("--kv-cache", ev.kv_cache, "the CPU backend's KV cache: f16 | f32")->capture_default_str()->check(CLI::IsMember({"f16", "f32"}));
     e->add_option("--adapter", ev.adapter, "LoRA adapter file (ember finetune), applied unmerged")->check(cli::file_name_check());
@@ -211,10 +212,10 @@ int main(int argc, char** argv) {
     cli::BenchArgs be;
     auto* b = app.add_subcommand("bench", "prefill and decode tokens/s");
     b->add_option("-m,--model", be.model, ".ember file")->required()->check(cli::file_name_check());
-    b->add_option("--threads", be.threads, "0 = all cores")->capture_default_str()->check(CLI::TypeValidator<int>(""))->check(CLI::Range(0, kMaxThreads));
-    b->add_option("--runs", be.runs, "runs per figure (min, median, max; after one warm-up run)")->capture_default_str()->check(CLI::Range(1, 1000));
-    b->add_option("-p,--prompt-tokens", be.prompt, "tokens to prefill (0 = block_size)")->capture_default_str()->check(CLI::Range(0, 1 << 30));
-    b->add_option("-n,--tokens", be.tokens, "tokens to decode (0 = block_size - 1)")->capture_default_str()->check(CLI::Range(0, 1 << 30));
+    cli::add_int_option_once(b, "--threads", be.threads, 0, kMaxThreads, "0 = all cores");
+    cli::add_int_option_once(b, "--runs", be.runs, 1, 1000, "runs per figure (min, median, max; after one warm-up run)");
+    cli::add_int_option_once(b, "-p,--prompt-tokens", be.prompt, 0, 1 << 30, "tokens to prefill, at most block_size (0 = block_size)");
+    cli::add_int_option_once(b, "-n,--tokens", be.tokens, 0, 1 << 30, "tokens to decode, at most block_size - 1 (0 = block_size - 1)");
     b->add_flag("--json", be.json, "print one JSON line");
     b->add_option("--backend", be.backend, "cpu | cuda | auto (CUDA when a GPU is present)")->capture_default_str();
     b->add_option("--kv-cache", be.kv_cache, "the CPU backend's KV cache: f16 | f32")->capture_default_str()->check(CLI::IsMember({"f16", "f32"}));
@@ -231,13 +232,13 @@ int main(int argc, char** argv) {
         ->required()
         ->check(cli::file_name_check());
     f->add_option("--port", fl.port, "serial device, e.g. /dev/ttyUSB0")->required();
-    f->add_option("--baud", fl.baud, "line rate (a standard rate up to 4000000)")->capture_default_str()->check(CLI::Range(50, 4000000));
+    cli::add_int_option_once(f, "--baud", fl.baud, 50, 4000000, "line rate (a standard rate up to 4000000)");
     f->add_flag("--rtscts", fl.rtscts, "RTS/CTS hardware flow control");
     f->add_option("--name", fl.name, "install as NAME.ember on the device (default: the file's name)")
         ->type_name("NAME")
         ->check(CLI::Validator([](std::string& v) { return v.empty() ? std::string("needs a name") : std::string(); }, "NAME"));
-    f->add_option("--timeout", fl.timeout_ms, "ms to wait for an answer before sending again (0: from the baud rate)")->capture_default_str()->check(CLI::Range(0, 600000));
-    f->add_option("--retries", fl.retries, "sends of one frame before the link counts as lost")->capture_default_str()->check(CLI::Range(1, 1000));
+    cli::add_int_option_once(f, "--timeout", fl.timeout_ms, 0, 600000, "ms to wait for an answer before sending again (0: from the baud rate)");
+    cli::add_int_option_once(f, "--retries", fl.retries, 1, 1000, "sends of one frame before the link counts as lost");
     f->add_flag("--no-verify", fl.no_verify, "send without checking the file here first (the device still verifies)");
 
     cli::AttnArgs at;

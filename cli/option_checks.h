@@ -8,10 +8,14 @@
 #include <CLI/CLI.hpp>
 
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <sstream>
 #include <string>
 
+#include "kernels/cpu/cpu_features.h"
 #include "runtime/gen_options.h"
+#include "runtime/utf8.h"
 
 namespace ember::cli {
 
@@ -70,7 +74,9 @@ inline CLI::Option* add_u64_option(CLI::App* app, const std::string& names, uint
     return detail::add_parsed_option(app, names, v, "UINT", help, parse_u64);
 }
 
-// An integer option in [lo, hi] parsed by parse_int: decimal ("--steps needs a value" for "").
+// An integer option in [lo, hi] parsed by parse_int: decimal only, so "010" is 10 and "0x10"
+// is refused (CLI11's own conversion read them as 8 and 16), "--steps needs a value" for "".
+// Given twice, the last counts (finetune's numbers, as generate's sampling options).
 template <class Int>
 CLI::Option* add_int_option(CLI::App* app, const std::string& names, Int& v, long long lo, long long hi, const std::string& help) {
     const std::string type = "INT in [" + std::to_string(lo) + " - " + std::to_string(hi) + "]";
@@ -80,6 +86,26 @@ CLI::Option* add_int_option(CLI::App* app, const std::string& names, Int& v, lon
         out = static_cast<Int>(parsed);
         return bad;
     });
+}
+
+// add_int_option for an option that may be given once: twice is refused ("--threads given 2
+// times: give it once"), as CLI11's single-value options are.
+template <class Int>
+CLI::Option* add_int_option_once(CLI::App* app, const std::string& names, Int& v, long long lo, long long hi, const std::string& help) {
+    return add_int_option(app, names, v, lo, hi, help)->multi_option_policy(CLI::MultiOptionPolicy::Throw);
+}
+
+// A warning on stderr ("PROGRAM: warning: ...") when EMBER_CPU_KERNELS names no kernel level:
+// the kernels then fall back to plain (kernels/cpu/cpu_features.h), up to 10x slower, which a
+// typo ("AVX2") would otherwise leave unsaid.
+inline void warn_unknown_cpu_kernels(const char* program) {
+    const char* env = std::getenv("EMBER_CPU_KERNELS");
+    kernels::CpuLevel level;
+    if (env == nullptr || *env == '\0' || kernels::parse_cpu_level(env, &level)) return;
+    std::string names;
+    for (kernels::CpuLevel l : kernels::kCpuLevels) names += std::string(names.empty() ? "" : ", ") + kernels::cpu_level_name(l);
+    std::fprintf(stderr, "%s: warning: EMBER_CPU_KERNELS='%s' is not a kernel level (%s, in lower case): the plain kernels run\n", program,
+                 printable(env, 40).c_str(), names.c_str());
 }
 
 }  // namespace ember::cli

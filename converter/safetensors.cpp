@@ -1,10 +1,14 @@
 #include "converter/safetensors.h"
 
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
 #include <fstream>
-#include <nlohmann/json.hpp>
+#include <set>
+#include <string>
 #include <vector>
 
 #include "converter/alloc.h"
@@ -86,12 +90,27 @@ Checkpoint read_safetensors(const std::string& path, bool lazy) {
     const uint64_t data_size = file_size - data_start;
 
     nlohmann::json header;
+    // A name given twice: nlohmann keeps the last silently; the format has one entry per name.
+    std::set<std::string> names;
+    std::string twice;
     try {
-        header = nlohmann::json::parse(header_text);
+        header = nlohmann::json::parse(header_text, [&](int depth, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
+            if (depth == 1 && event == nlohmann::json::parse_event_t::key && parsed.is_string() && !names.insert(parsed.get<std::string>()).second &&
+                twice.empty())
+                twice = parsed.get<std::string>();
+            return true;
+        });
     } catch (const nlohmann::json::exception& e) {
         fail(path, ": safetensors header is not valid JSON (", e.what(), ")");
     }
     if (!header.is_object()) fail(path, ": safetensors header is not a JSON object");
+    if (!twice.empty()) fail(path, ": safetensors header names the tensor '", printable(twice), "' twice");
+    // Every tensor's [begin, end) in the data, checked at the end to tile it exactly.
+    struct Span {
+        uint64_t begin, end;
+        std::string name;
+    };
+    std::vector<Span> spans;
 
     Checkpoint ckpt;
     for (const auto& [name, info] : header.items()) {
@@ -106,6 +125,13 @@ Checkpoint read_safetensors(const std::string& path, bool lazy) {
         if (offsets_it == info.end() || !offsets_it->is_array() || offsets_it->size() != 2) {
             fail(path, ": ", where, " has no data_offsets [begin, end]");
         }
+        const uint64_t begin = json_uint(path, name, (*offsets_it)[0], "data_offsets[0]");
+        const uint64_t end = json_uint(path, name, (*offsets_it)[1], "data_offsets[1]");
+        if (begin > end || end > data_size) {
+            fail(path, ": ", where, " data_offsets [", begin, ", ", end, "] lie outside the ", data_size,
+                 " data bytes (truncated file?)");
+        }
+        spans.push_back({begin, end, name});
         const std::string dtype = dtype_it->get<std::string>();
         if ((dtype == "BOOL" || dtype == "U8") && is_attention_mask_key(name)) {
             ckpt.skipped.push_back(name);  // a GPT-2 attention mask buffer: no weights
@@ -129,12 +155,6 @@ Checkpoint read_safetensors(const std::string& path, bool lazy) {
             numel *= dim;
             t.shape.push_back(static_cast<int64_t>(dim));
         }
-        const uint64_t begin = json_uint(path, name, (*offsets_it)[0], "data_offsets[0]");
-        const uint64_t end = json_uint(path, name, (*offsets_it)[1], "data_offsets[1]");
-        if (begin > end || end > data_size) {
-            fail(path, ": ", where, " data_offsets [", begin, ", ", end, "] lie outside the ", data_size,
-                 " data bytes (truncated file?)");
-        }
         const size_t elem = source_dtype_size(t.dtype);
         if (end - begin != numel * elem) {
             fail(path, ": ", where, " data_offsets span ", end - begin, " bytes, but shape and dtype need ",
@@ -148,6 +168,23 @@ Checkpoint read_safetensors(const std::string& path, bool lazy) {
         ckpt.tensors.emplace(name, std::move(t));
     }
     if (ckpt.tensors.empty()) fail(path, ": safetensors file holds no tensors");
+    // The format's rule (huggingface/safetensors): the tensors' bytes follow one another from
+    // offset 0 to the end of the file, no overlap, no hole, nothing after. Two tensors on the
+    // same bytes, or bytes no tensor owns, mean a file that was not written as it claims.
+    std::sort(spans.begin(), spans.end(), [](const Span& a, const Span& b) { return a.begin != b.begin ? a.begin < b.begin : a.end < b.end; });
+    uint64_t at = 0;
+    for (size_t i = 0; i < spans.size(); ++i) {
+        if (spans[i].begin < at) {
+            fail(path, ": safetensors tensors '", printable(spans[i - 1].name), "' and '", printable(spans[i].name),
+                 "' share data bytes (data_offsets overlap at ", spans[i].begin, ")");
+        }
+        if (spans[i].begin > at) {
+            fail(path, ": safetensors data bytes ", at, " to ", spans[i].begin, " belong to no tensor (a hole before '",
+                 printable(spans[i].name), "')");
+        }
+        at = spans[i].end;
+    }
+    if (at != data_size) fail(path, ": safetensors data holds ", data_size - at, " bytes after the last tensor (", data_size, " data bytes, tensors end at ", at, ")");
     return ckpt;
 }
 

@@ -137,7 +137,8 @@ int Console::run() {
             if (::lstat(current.c_str(), &st) == 0) {  // there but unusable: said in the log, then no model
                 try {
                     cur = read_text_file(current, 256);
-                    while (!cur.empty() && (cur.back() == '\n' || cur.back() == ' ')) cur.pop_back();
+                    // Trailing blanks and line ends, CRLF too (a file written on Windows or by `echo` over a serial line).
+                    while (!cur.empty() && (cur.back() == '\n' || cur.back() == '\r' || cur.back() == ' ' || cur.back() == '\t')) cur.pop_back();
                     if (const std::string bad = check_model_name(cur); !bad.empty()) {
                         current_note = printable(current, 200) + " ignored: " + bad;
                         cur.clear();
@@ -447,7 +448,12 @@ void Console::cmd_load(const std::string& name, bool remember) {
     if (const std::string bad = check_model_name(name); !bad.empty()) fail(bad);
     const std::string path = opts_.models_dir + "/" + name + ".ember";
     struct stat st{};
-    if (::stat(path.c_str(), &st) != 0) fail("no model file ", printable(path, 200), "; see models");
+    if (::stat(path.c_str(), &st) != 0) {
+        // "load good.ember": the name without its suffix is what models lists and load takes.
+        const bool suffixed = name.size() > 6 && name.compare(name.size() - 6, 6, ".ember") == 0;
+        fail("no model file ", printable(path, 200), suffixed ? "; give the name without .ember (load " + printable(name.substr(0, name.size() - 6), 200) + ")" : "",
+             "; see models");
+    }
     auto m = Model::open(path, opts_.holding);  // verifies everything; on failure the old model stays
     auto t = make_tokenizer(*m);
     auto ts = std::make_unique<Utf8Stream>(static_cast<size_t>(t->max_token_bytes()));

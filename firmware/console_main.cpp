@@ -79,6 +79,7 @@ void make_raw(int fd) {
 
 int main(int argc, char** argv) {
     ember::report_truncated_model_files();  // a model file truncated under its mapping: said, not only "Bus error"
+    cli::warn_unknown_cpu_kernels("ember-console");
     CLI::App app{"ember-console: the ember serial console (generate, load, eval, finetune, flash)"};
     app.formatter(std::make_shared<cli::HelpFormatter>());
     app.footer("Type help at the console's prompt for its commands. The host's side: ember --help (ember flash sends a model).");
@@ -89,13 +90,11 @@ int main(int argc, char** argv) {
     auto* p = app.add_option("--port", port, "serial device, e.g. /dev/ttyTHS0 or /dev/ttyGS0");
     auto* s = app.add_flag("--stdio", use_stdio, "use stdin/stdout (tests, ssh)");
     p->excludes(s);
-    app.add_option("--baud", baud, "line rate (a standard rate up to 4000000)")->capture_default_str()->check(CLI::Validator(
+    cli::add_int_option_once(&app, "--baud", baud, 0, 4000000, "line rate (a standard rate up to 4000000)")->check(CLI::Validator(
         [](std::string& v) {
-            try {
-                return fw::is_standard_baud(std::stoi(v)) ? std::string() : "not a standard rate (" + fw::standard_bauds() + ")";
-            } catch (...) {
-                return std::string("not a number");
-            }
+            long long rate = 0;
+            if (!parse_int(v, "", 0, 4000000, rate).empty()) return std::string();  // add_int_option's own refusal
+            return fw::is_standard_baud(static_cast<int>(rate)) ? std::string() : "not a standard rate (" + fw::standard_bauds() + ")";
         },
         "BAUD"));
     app.add_flag("--rtscts", rtscts, "RTS/CTS hardware flow control");
@@ -103,7 +102,7 @@ int main(int argc, char** argv) {
         ->check(CLI::Validator([](std::string& v) { return v.empty() ? std::string("needs a folder name") : std::string(); }, "DIR"));
     app.add_option("--load", o.load, "model to load at start (default: the last flashed or loaded)")
         ->check(CLI::Validator([](std::string& v) { return v.empty() ? std::string("needs a model name") : std::string(); }, "NAME"));
-    app.add_option("--threads", o.threads, "0 = all cores")->capture_default_str()->check(CLI::Range(0, 256));
+    cli::add_int_option_once(&app, "--threads", o.threads, 0, 256, "0 = all cores");
     std::string backend = "auto";
     app.add_option("--backend", backend, "cpu, cuda or auto (CUDA when a GPU is present)")->capture_default_str()->check(CLI::IsMember({"cpu", "cuda", "auto"}));
     std::string kv_cache = "f16";
@@ -115,7 +114,7 @@ int main(int argc, char** argv) {
     app.add_flag("--crlf", o.crlf, "end output lines with CR LF (serial terminals)");
     app.add_option("--log", o.log_file, "append the event log (loads, flashes, refusals, errors; ISO 8601 UTC times) to FILE; it goes to stderr too")
         ->check(cli::file_name_check());
-    app.add_option("--flash-timeout", o.flash_idle_ms, "ms without a frame before binary mode ends")->capture_default_str()->check(CLI::Range(100, 3600000));
+    cli::add_int_option_once(&app, "--flash-timeout", o.flash_idle_ms, 100, 3600000, "ms without a frame before binary mode ends");
     app.set_version_flag("--version", "ember-console 0.1.0 (ember " EMBER_VERSION_STRING ", .ember format versions 1 and 2)");
     app.allow_extras();  // a mistyped option is named with the nearest one, before anything else
     // --help and --version to an output that cannot be written (/dev/full) fail.

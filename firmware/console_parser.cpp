@@ -313,7 +313,7 @@ ParseResult parse_command(std::string_view line) {
 const char* console_help() {
     return "commands:\n"
            "  gen [-n N] [--temperature T] [--top-k K] [--top-p P] [--seed S] [--repeat-penalty R] [--repeat-last-n N]\n"
-           "      [--stop STR]... [--skip-unknown] [-- | -p] TEXT   generate after TEXT (\\n \\t \\\\ escapes); Ctrl-C stops\n"
+           "      [--stop STR]... [--skip-unknown] [-- | -p] TEXT   generate after TEXT (\\n \\t \\s \\\\ escapes); Ctrl-C stops\n"
            "      (ember generate's options, --temp for --temperature, --tokens for -n; a --stop STR is not printed)\n"
            "  set KEY VALUE      defaults for gen: n, temperature, top-k, top-p, seed, repeat-penalty, repeat-last-n,\n"
            "                     stop (adds one; stop off clears), context (exact|shift|ring), echo (on|off)\n"

@@ -443,7 +443,9 @@ std::string diverged_cause(const LoraAdapter& a) {
 double FinetuneRun::save_if_finite(const std::string& out_path, int64_t* saved_step, double* saved_val) {
     const double val = validation_loss();
     if (!std::isfinite(val)) {
-        fail("training diverged at step ", adapter_.train.step, ": the validation loss is ", val, " ", diverged_cause(adapter_), "; ",
+        // "nan", not printf's "-nan" (the sign of a NaN means nothing), as eval prints it.
+        fail("training diverged at step ", adapter_.train.step, ": the validation loss is ", std::isnan(val) ? "nan" : val > 0 ? "+inf" : "-inf",
+             " ", diverged_cause(adapter_), "; ",
              kept_text(out_path, *saved_step, *saved_val));
     }
     // A finite loss with an infinite moment: a gradient too large to square in float (a huge

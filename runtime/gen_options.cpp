@@ -175,9 +175,10 @@ bool unescape_text(std::string_view s, std::string& out, std::string& why) {
         const char c = s[++i];
         if (c == 'n') out += '\n';
         else if (c == 't') out += '\t';
+        else if (c == 's') out += ' ';  // a space a console word cannot hold (a prompt's first, one in --stop)
         else if (c == '\\') out += '\\';
         else {
-            why = "unknown escape \\" + printable(std::string_view(&c, 1)) + " at byte " + std::to_string(i - 1) + " (\\n, \\t, \\\\)";
+            why = "unknown escape \\" + printable(std::string_view(&c, 1)) + " at byte " + std::to_string(i - 1) + " (\\n, \\t, \\s, \\\\)";
             return false;
         }
     }

@@ -91,7 +91,7 @@ std::string parse_int(std::string_view w, const std::string& what, long long lo,
 std::string parse_u64(std::string_view w, const std::string& what, uint64_t& v);
 std::string parse_float(std::string_view w, const std::string& what, float& v);
 
-// `\n`, `\t` and `\\` in s as their characters (the console's text, `ember generate -e`).
+// `\n`, `\t`, `\s` (a space) and `\\` in s as their characters (the console's text, `ember generate -e`).
 // Returns false with `why` (naming the unknown escape and its byte) on another escape or a
 // lone backslash at the end.
 bool unescape_text(std::string_view s, std::string& out, std::string& why);

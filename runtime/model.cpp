@@ -309,6 +309,8 @@ void Model::verify_and_view(bool require_checksum) {
     // The identifier first (bytes 8..11, inside the 16 bytes checked at open): any other file
     // is called what it is, not a truncated model with an absurd index size.
     if (!flatbuffers::BufferHasIdentifier(base_ + 4, fb::ModelIdentifier())) {
+        // An adapter (schema/adapter.fbs: "EMBA" at byte 4) given where the model goes.
+        if (std::memcmp(base_ + 4, "EMBA", 4) == 0) fail(f, ": is a LoRA adapter (.emba), not a model: give it with --adapter, beside -m MODEL");
         fail(f, ": not an .ember file (identifier is not \"EMBR\")");
     }
     if (fb_size < 8) fail(f, ": header claims a ", fb_size, "-byte index, too small for any model (corrupted file)");

@@ -370,6 +370,17 @@ TEST_CASE("bad input: safetensors headers") {
     // A dimension past int64 beside a 0 (no elements): once kept as the shape entry -1.
     refused_st(R"({"w": {"dtype": "F32", "shape": [0, 18446744073709551615], "data_offsets": [0, 0]}})", data,
                "safetensors tensor 'w' has a dimension of 18446744073709551615");
+    // The format's layout: one entry per name, and the tensors' bytes tile the data exactly
+    // (nlohmann kept the last of two entries; overlaps, holes and trailing bytes converted).
+    refused_st(R"({"w": {"dtype": "F32", "shape": [4], "data_offsets": [0, 16]}, "w": {"dtype": "F32", "shape": [4], "data_offsets": [0, 16]}})",
+               data, "safetensors header names the tensor 'w' twice");
+    refused_st(R"({"a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}, "b": {"dtype": "F32", "shape": [3], "data_offsets": [4, 16]}})",
+               data, "safetensors tensors 'a' and 'b' share data bytes (data_offsets overlap at 4)");
+    refused_st(R"({"a": {"dtype": "F32", "shape": [2], "data_offsets": [8, 16]}})", data,
+               "safetensors data bytes 0 to 8 belong to no tensor (a hole before 'a')");
+    refused_st(R"({"a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}})", data,
+               "safetensors data holds 8 bytes after the last tensor (16 data bytes, tensors end at 8)");
+    CHECK_NOTHROW(convert::read_checkpoint(file(R"({"b": {"dtype": "F32", "shape": [2], "data_offsets": [8, 16]}, "a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}})", data)));
     // A header length past the end of the file.
     std::string b(8, '\0');
     const uint64_t n = 1000;

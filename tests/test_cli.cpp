@@ -295,6 +295,22 @@ TEST_CASE("ember: bad option values give one line and exit 1") {
     // CLI11's range and repetition messages, in the words of ember's own parsers.
     check_refused(ember_cli("bench -m x.ember --runs 0", dir), "--runs 0 not in 1..1000");
     check_refused(ember_cli("generate -m x.ember -m y.ember", dir), "--model given 2 times: give it once");
+    check_refused(ember_cli("generate -m x.ember --threads 1 --threads 2", dir), "--threads given 2 times: give it once");
+    // Integers are decimal on every option: CLI11's own conversion read 010 as 8 and took 0x2 and +2.
+    for (const std::string& args : {"generate -m x.ember --threads 0x2", "bench -m x.ember -n 0x10", "info x.ember --threads +2",
+                                    "attn -m x.ember -p a --layer 0x1", "flash --port /dev/null --baud 115200x x.ember",
+                                    "convert x.pt -o y.ember --n-head 0x4"}) {
+        CAPTURE(args);
+        check_refused(ember_cli(args, dir), "' is not an integer");
+    }
+    // A level name the kernels do not know (capitals, a typo) means plain: said on stderr.
+    const Run kern = ember_cli_in_shell("EMBER_CPU_KERNELS=AVX2", "--version", dir);
+    CHECK(kern.status == 0);
+    CHECK(kern.err == "ember: warning: EMBER_CPU_KERNELS='AVX2' is not a kernel level (plain, avx2, avxvnni, avx512, neon, dotprod, i8mm, in lower case): "
+                      "the plain kernels run\n");
+    CHECK(ember_cli_in_shell("EMBER_CPU_KERNELS=avx2", "--version", dir).err.empty());
+    // 010 is ten: here past the range, where it used to be read as 8 and pass.
+    check_refused(ember_cli("bench -m x.ember --runs 01001", dir), "--runs 01001 not in 1..1000");
     check_refused(ember_cli("", dir), "ember: error: a subcommand is required (see ember --help)");
     check_refused(ember_cli("flash --port /dev/null --name '' x.ember", dir), "--name: needs a name");
     check_refused(ember_cli("finetune -m x.ember --merge --adapter a.emba --steps 5 -o y.ember", dir),

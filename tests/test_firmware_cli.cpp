@@ -225,7 +225,11 @@ TEST_CASE("ember-console: --version, a mistyped option named with the nearest, a
                           Case{"--stdio --log ''", "--log: needs a file name"},
                           Case{"--stdio --load ''", "--load: needs a model name"},
                           Case{"--stdio --threads 999", "--threads 999 not in 0..256"},
-                          Case{"--stdio --threads 1 --threads 2", "--threads given 2 times: give it once"}}) {
+                          Case{"--stdio --threads 1 --threads 2", "--threads given 2 times: give it once"},
+                          // decimal only: 0x10 and 010 were read as 16 and 8
+                          Case{"--stdio --flash-timeout 0x10", "--flash-timeout: '0x10' is not an integer"},
+                          Case{"--stdio --threads 0257", "--threads 0257 not in 0..256"},
+                          Case{"--stdio --baud 115200x", "--baud: '115200x' is not an integer"}}) {
         CAPTURE(c.args);
         const Run r = run(console + c.args, dir);
         CHECK(r.status == 1);

@@ -77,9 +77,14 @@ TEST_CASE("ember finetune: train, resume, generate and eval with the adapter, me
     check_refused(ember_cli("eval -m " + q(model) + " --split all --text " + q(odd), dir), "U+20AC");
     r = ember_cli("eval -m " + q(model) + " --split all --text " + q(odd) + " --skip-unknown", dir);
     CHECK(r.status == 0);
-    CHECK(r.out.find("1 characters outside the vocabulary skipped") != std::string::npos);
-    CHECK(r.out.find("loss ") != std::string::npos);
+    // The count on stderr, as generate's; stdout is the one result line.
+    CHECK(r.err.find("ember: 1 characters outside the vocabulary skipped (--skip-unknown)") != std::string::npos);
+    CHECK(r.out.rfind("loss ", 0) == 0);
+    CHECK(std::count(r.out.begin(), r.out.end(), '\n') == 1);
     check_refused(ember_cli("generate -m " + q(model) + " --adapter " + q(model) + " -n 2", dir), "is a model");
+    // and the other way round: it said "not an .ember file (identifier is not "EMBR")"
+    check_refused(ember_cli("generate -m " + q(dir.file("b.emba")) + " -n 2", dir),
+                  "b.emba: is a LoRA adapter (.emba), not a model: give it with --adapter, beside -m MODEL");
     check_refused(ember_cli("finetune -m " + q(model) + " --merge -o " + q(dir.file("x.ember")), dir), "--merge needs --adapter");
     check_refused(ember_cli("finetune -m " + q(model) + " --text " + q(text) + " --seq 17 --steps 1 -o " + q(dir.file("c.emba")), dir),
                   "block_size");

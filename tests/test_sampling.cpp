@@ -332,6 +332,7 @@ TEST_CASE("ember generate: -f FILE and -f - (stdin), -e escapes, --skip-unknown,
     CHECK(std::system(cmd.c_str()) == 0);
     CHECK(test::read_file(out) == ref.out);
     CHECK(ember_cli(base + " -e -p " + q("The\\ncafe"), dir).out == ref.out);
+    CHECK(ember_cli(base + " -e -p " + q("The\\scafe"), dir).out == ember_cli(base + " -p " + q("The cafe"), dir).out);
     CHECK(ember_cli(base.substr(0, base.find(" --temperature")) + " --temp 0.8 -p " + q("The\ncafe"), dir).out == ref.out);
     check_refused(ember_cli(base + " -e -p " + q("The\\qcafe"), dir), "unknown escape \\q at byte 3");
     check_refused(ember_cli(base + " -p x -f " + q(dir.file("prompt.txt")), dir), "excludes");

@@ -57,17 +57,37 @@ void pack_f_panels(const Args& a, int t0, int t1, int k0, int kb, float* out) {
     }
 }
 
+// The next tile's rows of W (`rows` segments of `seg` bytes, `stride` apart), prefetched line
+// by line while this tile computes: W comes from L3 or DRAM once per task, and its rows are
+// too short (1.5 KiB at K = 384) for the hardware prefetcher to run ahead of the broadcasts.
+struct NextRows {
+    const char* p = nullptr;  // null: nothing to prefetch
+    size_t seg = 0, stride = 0;
+    int rows = 0;
+    int lines = 0;  // lines per 8 steps of k: what the tile reads of its own rows in that time
+    int r = 0;
+    size_t off = 0;
+    void step() {
+        for (int i = 0; i < lines && r < rows; ++i) {
+            __builtin_prefetch(p + static_cast<size_t>(r) * stride + off, 0, 3);
+            off += 64;
+            if (off >= seg) off = 0, ++r;
+        }
+    }
+};
+
 // RR rows of W (w: row r at w + r * ldw, the block's first column) x one panel of kb columns;
 // y rows t0.. (those < t1), columns n..; first: write with the bias, else add.
 template <class D, int RR>
-void f_tile(const Args& a, const float* panel, const float* w, size_t ldw, int kb, int n, int t0, int t1, bool first) {
+void f_tile(const Args& a, const float* panel, const float* w, size_t ldw, int kb, int n, int t0, int t1, bool first,
+            NextRows& next) {
     constexpr int P = D::P, NB = D::NB, PT = P * NB;
     typename D::VecF acc[RR][NB];
 #pragma GCC unroll 16
     for (int r = 0; r < RR; ++r)
 #pragma GCC unroll 4
         for (int b = 0; b < NB; ++b) acc[r][b] = D::zero();
-    for (int k = 0; k < kb; ++k) {
+    auto step = [&](int k) __attribute__((always_inline)) {
         typename D::VecF xv[NB];
 #pragma GCC unroll 4
         for (int b = 0; b < NB; ++b) xv[b] = D::load(panel + static_cast<size_t>(k) * PT + b * P);
@@ -77,7 +97,16 @@ void f_tile(const Args& a, const float* panel, const float* w, size_t ldw, int k
 #pragma GCC unroll 4
             for (int b = 0; b < NB; ++b) acc[r][b] = D::fma(xv[b], wv, acc[r][b]);
         }
+    };
+    NextRows nx = next;  // in registers (through the reference gcc stores its cursor every step)
+    int k = 0;
+    for (; k + 8 <= kb; k += 8) {
+        if (nx.p) nx.step();
+#pragma GCC unroll 8
+        for (int j = 0; j < 8; ++j) step(k + j);
     }
+    for (; k < kb; ++k) step(k);
+    next = nx;
     // Every loop over acc unrolled: an indexed array of vectors is kept in memory by gcc 12,
     // which then stores each accumulator on every step of k.
     const int rows = f_min(PT, t1 - t0);
@@ -86,20 +115,25 @@ void f_tile(const Args& a, const float* panel, const float* w, size_t ldw, int k
     for (int r = 0; r < RR; ++r)
 #pragma GCC unroll 4
         for (int b = 0; b < NB; ++b) D::store(out[r] + b * P, acc[r][b]);
-    for (int r = 0; r < RR; ++r) {
-        const float bias = first && a.bias ? a.bias[n + r] : 0.0f;
-        float* y = a.y + static_cast<size_t>(t0) * a.N + n + r;
+    // Row by row: a row's RR outputs are adjacent in y, so each of its lines is written once in
+    // a burst (column by column, every line of the tile's rows was revisited RR times).
+    float bias[RR];
+    for (int r = 0; r < RR; ++r) bias[r] = first && a.bias ? a.bias[n + r] : 0.0f;
+    for (int i = 0; i < rows; ++i) {
+        float* y = a.y + static_cast<size_t>(t0 + i) * a.N + n;
         if (first) {
-            for (int i = 0; i < rows; ++i) y[static_cast<size_t>(i) * a.N] = out[r][i] + bias;
+#pragma GCC unroll 16
+            for (int r = 0; r < RR; ++r) y[r] = out[r][i] + bias[r];
         } else {
-            for (int i = 0; i < rows; ++i) y[static_cast<size_t>(i) * a.N] += out[r][i];
+#pragma GCC unroll 16
+            for (int r = 0; r < RR; ++r) y[r] += out[r][i];
         }
     }
 }
 
 // RR rows of W from n against every panel of the task (rows [t_begin, t_end)), K block [k0, k0 + kb).
 template <class D, int RR, typename W>
-void f_rows(const Args& a, const float* panels, float* wide, int n, int t_begin, int t_end, int k0, int kb) {
+void f_rows(const Args& a, const float* panels, float* wide, int n, int n_end, int t_begin, int t_end, int k0, int kb) {
     constexpr int PT = D::P * D::NB;
     const W* w = static_cast<const W*>(a.w) + static_cast<size_t>(n) * a.K + k0;
     const float* wf;
@@ -112,12 +146,22 @@ void f_rows(const Args& a, const float* panels, float* wide, int n, int t_begin,
         wf = w;
         ldw = static_cast<size_t>(a.K);
     }
+    // The first panel's tile prefetches the next tile's rows (the later panels find their own in L1).
+    NextRows next;
+    if (n + 2 * RR <= n_end) {
+        next.p = reinterpret_cast<const char*>(w + static_cast<size_t>(RR) * a.K);
+        next.seg = static_cast<size_t>(kb) * sizeof(W);
+        next.stride = static_cast<size_t>(a.K) * sizeof(W);
+        next.rows = RR;
+        next.lines = (8 * RR * static_cast<int>(sizeof(W)) + 63) / 64;
+    }
+    NextRows none;
     for (int t0 = t_begin, p = 0; t0 < t_end; t0 += PT, ++p)
-        f_tile<D, RR>(a, panels + static_cast<size_t>(p) * kb * PT, wf, ldw, kb, n, t0, t_end, k0 == 0);
+        f_tile<D, RR>(a, panels + static_cast<size_t>(p) * kb * PT, wf, ldw, kb, n, t0, t_end, k0 == 0, p == 0 ? next : none);
 }
 
 // y[t_begin:t_end, n_begin:n_end] with W of element type W (float or binary16 as uint16_t);
-// xf: this thread's scratch, f_gemm_scratch_floats(t_end - t_begin, K, R) floats.
+// xf: this thread's scratch, f_gemm_scratch_floats(K) floats (t_end - t_begin <= kFGemmRows).
 template <class D, typename W>
 void f_gemm(const Args& a, int t_begin, int t_end, int n_begin, int n_end, float* xf) {
     constexpr int PT = D::P * D::NB, R = D::R;
@@ -129,8 +173,8 @@ void f_gemm(const Args& a, int t_begin, int t_end, int n_begin, int n_end, float
         const int kb = f_min(kb_max, a.K - k0);
         pack_f_panels<PT>(a, t_begin, t_end, k0, kb, xf);
         int n = n_begin;
-        for (; n + R <= n_end; n += R) f_rows<D, R, W>(a, xf, wide, n, t_begin, t_end, k0, kb);
-        for (; n < n_end; ++n) f_rows<D, 1, W>(a, xf, wide, n, t_begin, t_end, k0, kb);
+        for (; n + R <= n_end; n += R) f_rows<D, R, W>(a, xf, wide, n, n_end, t_begin, t_end, k0, kb);
+        for (; n < n_end; ++n) f_rows<D, 1, W>(a, xf, wide, n, n_end, t_begin, t_end, k0, kb);
     }
 }
 

@@ -45,6 +45,14 @@ TEST_CASE("console parser: commands and gen options") {
     r = parse_command("gen -- -n is text");
     REQUIRE(r.ok);
     CHECK(r.cmd.text == "-n is text");
+    // A text's leading blanks are not kept; \s is a space (a GPT-2 prompt " The"), in --stop too.
+    r = parse_command("gen --    x");
+    REQUIRE(r.ok);
+    CHECK(r.cmd.text == "x");
+    r = parse_command("gen --stop a\\sb -- \\sThe\\s\\s");
+    REQUIRE(r.ok);
+    CHECK(r.cmd.text == " The  ");
+    CHECK(r.cmd.settings.gen.stops == std::vector<std::string>{"a b"});
     r = parse_command("gen --seed 18446744073709551615 a\\\\b\\tc");
     REQUIRE(r.ok);
     CHECK(*r.cmd.settings.gen.seed == 18446744073709551615ull);
@@ -139,9 +147,9 @@ TEST_CASE("console parser: every bad line has a reason") {
     CHECK(error_of("gen --seed -1 hi").find("--seed: '-1' is not an integer >= 0") == 0);
     CHECK(error_of("gen --repeat-penalty 0 hi") == "--repeat-penalty 0 must be > 0 (1 = off)");
     CHECK(error_of("gen --repeat-last-n -2 hi").find("--repeat-last-n -2 not in -1..") == 0);
-    CHECK(error_of("gen --stop \\q hi") == "--stop: unknown escape \\q at byte 0 (\\n, \\t, \\\\)");
+    CHECK(error_of("gen --stop \\q hi") == "--stop: unknown escape \\q at byte 0 (\\n, \\t, \\s, \\\\)");
     CHECK(error_of("gen -t 0.5 hi").find("gen: -t is gone: write --temperature") == 0);  // the CLI's names only
-    CHECK(error_of("gen hi\\q") == "text: unknown escape \\q at byte 2 (\\n, \\t, \\\\)");
+    CHECK(error_of("gen hi\\q") == "text: unknown escape \\q at byte 2 (\\n, \\t, \\s, \\\\)");
     CHECK(error_of("gen hi\\").find("lone backslash") != std::string::npos);
     CHECK(error_of("set") .find("set: usage") == 0);
     CHECK(error_of("set colour red").find("unknown setting 'colour' (n, temperature, top-k") == 0);
