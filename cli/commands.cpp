@@ -364,14 +364,17 @@ int cmd_eval(const EvalArgs& a) {
     const BackendKind backend = parse_backend(a.backend);
     auto model = Model::open(a.model, a.load);
     int64_t skipped = 0;
-    const std::string text = read_text_file(a.text);
+    // --text - reads standard input, as generate -f - does.
+    const bool from_stdin = a.text == "-";
+    const std::string text = from_stdin ? read_stdin() : read_text_file(a.text);
+    const std::string what = from_stdin ? "standard input (--text -)" : printable(a.text, 200);
     // Every character outside the vocabulary is named, with its count, and --skip-unknown offered.
-    const std::vector<int> ids = encode_training_text(*model, text, printable(a.text, 200), a.skip_unknown, &skipped);
+    const std::vector<int> ids = encode_training_text(*model, text, what, a.skip_unknown, &skipped);
     // On stderr, as generate's note: stdout holds the one result line that scripts read.
     if (skipped > 0) std::fprintf(stderr, "ember: %lld characters outside the vocabulary skipped (--skip-unknown)\n", static_cast<long long>(skipped));
     const int64_t start = a.split == "val" ? val_split_start(static_cast<int64_t>(ids.size())) : 0;
     if (ids.size() - start < 2) {
-        fail(printable(a.text, 200), ": the ", a.split == "val" ? "validation split (last 10%)" : "text", " holds ",
+        fail(what, ": the ", a.split == "val" ? "validation split (last 10%)" : "text", " holds ",
              ids.size() - start, " token(s); eval needs at least 2", a.split == "val" ? " (--split all scores the whole text)" : "");
     }
     SessionOptions so;

@@ -171,7 +171,7 @@ int main(int argc, char** argv) {
     cli::EvalArgs ev;
     auto* e = app.add_subcommand("eval", "mean cross-entropy (nats/token) on a text");
     e->add_option("-m,--model", ev.model, ".ember file")->required()->check(cli::file_name_check());
-    e->add_option("--text", ev.text, "UTF-8 text file")->required()->check(cli::file_name_check());
+    e->add_option("--text", ev.text, "UTF-8 text file (- = standard input)")->required()->check(cli::file_name_check());
     e->add_option("--split", ev.split, "val (last 10% of tokens) | all")->capture_default_str()->check(CLI::IsMember({"val", "all"}));
     cli::add_int_option_once(e, "--threads", ev.threads, 0, kMaxThreads, "0 = all cores");
     e->add_option("--backend", ev.backend, "cpu | cuda | auto (CUDA when a GPU is present)")->capture_default_str();

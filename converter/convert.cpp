@@ -238,8 +238,14 @@ ConvertResult convert(const ConvertOptions& opts) {
                  " rows: it is not the tokenizer this model was trained with");
         }
     } else if (static_cast<int>(tok.code_points.size()) != model.config.vocab_size) {
+        // A text with CRLF line ends read byte for byte holds '\r', which Python's text mode
+        // (the lecture's open(...).read()) turned into '\n': one character more than trained on.
+        const bool cr = !opts.vocab_text.empty() && std::find(tok.code_points.begin(), tok.code_points.end(), 0x0Du) != tok.code_points.end();
         fail("vocabulary from ", opts.vocab_text.empty() ? opts.meta : opts.vocab_text, " has ", tok.code_points.size(),
-             " characters but the checkpoint's wte has ", model.config.vocab_size, " rows: it is not the vocabulary this model was trained with");
+             " characters but the checkpoint's wte has ", model.config.vocab_size, " rows: it is not the vocabulary this model was trained with",
+             cr ? " (among them '\\r', U+000D: the text has CRLF line ends, read here byte for byte; Python's text mode reads them as "
+                  "'\\n', one character fewer)"
+                : "");
     }
     ProvenanceInfo prov{base_name(opts.checkpoint), sha256_file(opts.checkpoint), r.vocab_source};
     const bool check = c.arch == Arch::GptPy && !opts.vocab_text.empty() &&

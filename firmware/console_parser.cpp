@@ -282,13 +282,18 @@ Command parse(std::string_view line) {
     }
     if (word == "attn") {
         c.kind = CommandKind::Attn;
+        bool seen[3] = {false, false, false};  // --layer, --head, --top: once each, as `ember attn` takes them
         for (std::string_view opt; !(opt = next_option(line, pos, {"--"})).empty();) {
             if (opt != "--layer" && opt != "--head" && opt != "--top")
                 throw Bad{"attn: unknown option '" + printable(opt, 40) + "'" + did_you_mean(opt, {"--layer", "--head", "--top"}) +
                           " (--layer --head --top; -- before a text that starts with '-')"};
+            const int which = opt == "--layer" ? 0 : opt == "--head" ? 1 : 2;
+            if (seen[which]) throw Bad{"attn: " + std::string(opt) + " given 2 times: give it once"};
+            seen[which] = true;
             const std::string_view v = option_value(line, pos, "attn", opt);
-            const int x = static_cast<int>(parse_int(v, std::string(opt).c_str(), opt == "--top" ? 1 : 0, 1 << 16));
-            (opt == "--layer" ? c.attn.layer : opt == "--head" ? c.attn.head : c.attn.top) = x;
+            // The ranges of `ember attn` (cli/attn_cmd.cpp).
+            const int x = static_cast<int>(parse_int(v, std::string(opt).c_str(), which == 2 ? 1 : 0, which == 2 ? 1 << 20 : 1 << 16));
+            (which == 0 ? c.attn.layer : which == 1 ? c.attn.head : c.attn.top) = x;
         }
         c.text = unescape(rest_of(line, pos), "attn");
         if (c.text.empty()) throw Bad{"attn: usage: attn [--layer L] [--head H] [--top K] [--] TEXT"};

@@ -102,7 +102,7 @@ std::string attention_text(const AttentionWeights& w, const std::vector<std::str
     if (static_cast<int>(labels.size()) != w.T) fail("attention: ", labels.size(), " labels for ", w.T, " tokens");
     const int T = w.T;
     std::string out = "layer " + std::to_string(w.layer) + " head " + std::to_string(h) + ": " + std::to_string(T) +
-                      " tokens; each query's " + std::to_string(top) + " strongest keys (key 'token' weight)\n";
+                      " tokens; each query's " + std::to_string(std::min(top, T)) + " strongest keys (key 'token' weight)\n";  // no more than there are
     std::vector<int> order(static_cast<size_t>(T));
     char num[32];
     for (int t = 0; t < T; ++t) {

@@ -379,6 +379,12 @@ FinetuneRun::FinetuneRun(const Model& model, LoraAdapter& adapter, std::vector<i
     aw.beta2 = st.beta2;
     aw.eps = st.eps;
     trainer_ = std::make_unique<Trainer>(model, adapter, opts_.batch, opts_.seq, aw, opts_.clip, opts_.threads);
+    // The windows come from the training split (the first 90% of tokens): said so when it is
+    // too short, with the longest --seq it allows ("56 tokens" of a 63-token text read as a miscount).
+    if (split_ < static_cast<int64_t>(opts_.seq) + 1) {
+        fail("the training split (the first 90% of the text's ", ids_.size(), " tokens) holds ", split_, " tokens; a window of --seq ", opts_.seq,
+             " needs at least ", opts_.seq + 1, split_ >= 2 ? " (a longer text, or --seq " + std::to_string(split_ - 1) + " or less)" : " (a longer text)");
+    }
     sampler_ = std::make_unique<BatchSampler>(ids_.data(), split_, opts_.batch, opts_.seq, opts_.seed);
     SessionOptions so;
     so.threads = opts_.threads;

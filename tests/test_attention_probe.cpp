@@ -148,6 +148,8 @@ TEST_CASE("attention probe: the text lists each query's strongest keys in order,
                "   1 '\\n' ->  1 '\\n' 0.750  0 'a' 0.250\n"
                "   2 'b' ->  0 'a' 0.500  2 'b' 0.300\n");
     CHECK_THROWS_AS(attention_text(w, {"a", "b", "c"}, 1, 2), Error);
+    // More keys asked for than there are tokens: the header says how many can be shown.
+    CHECK(attention_text(w, {"a", "b", "c"}, 0, 100000).find("3 tokens; each query's 3 strongest keys") != std::string::npos);
 
     test::TempDir dir;
     auto c = convert_entry(expected()["gpt2"], convert::WeightDType::F32);

@@ -172,6 +172,8 @@ TEST_CASE("ember convert refuses bad checkpoints and vocabularies, leaving no fi
              Case{q(fixture("bad/evil_global.pt")) + vocab, "os.system"},
              Case{q(fixture("bad/nanogpt_n_head_3.pt")) + " --meta " + q(fixture("nanogpt/meta.pkl")), "not divisible by n_head 3"},
              Case{q(real + "ckpt.pt") + " --vocab-text " + q(real + "input.txt"), "wte has 62 rows"},
+             // its CRLF line ends: the '\r' that makes one character more than Python's text mode reads is named
+             Case{q(real + "ckpt.pt") + " --vocab-text " + q(real + "input.txt"), "(among them '\\r', U+000D: the text has CRLF line ends"},
              Case{q(fixture("gptpy/model.pt")) + " --meta " + q(real + "meta.pkl"), "has 62 characters but the checkpoint's wte has 37 rows"},
              Case{q(real + "ckpt.pt") + " --meta " + q(fixture("bad/meta_missing.pkl")), "meta_missing.pkl"},
              Case{q(fixture("gptpy/model.pt")), "a vocabulary is needed"},
@@ -424,6 +426,18 @@ TEST_CASE("an empty file name is never taken as none, finetune's numbers are par
     ember::test::write_file(dir.file("tiny.txt"), "abcd");
     check_refused(ember_cli("finetune -m " + q(model) + " --text " + q(dir.file("tiny.txt")) + " -o " + q(dir.file("t.emba")), dir),
                   "tiny.txt holds 4 tokens: its held-out last 10% needs at least 2 (a text of 20 tokens or more)");
+    // A training split shorter than a window: named as the split, with the --seq that fits
+    // (the shipped model: block_size 128; the fixture's 16 never lets a split be too short).
+    const std::string root = ember::test::source_dir() + "/models/";
+    const std::string big = dir.file("shakespeare.ember");
+    REQUIRE(ember_cli("convert " + q(root + "shakespeare_char.pt") + " --vocab-text " + q(root + "shakespeare_char.vocab.txt") + " -o " + q(big), dir)
+                .status == 0);
+    std::string short_text;
+    for (int i = 0; i < 63; ++i) short_text += "abcd"[i % 4];
+    ember::test::write_file(dir.file("short.txt"), short_text);
+    check_refused(ember_cli("finetune -m " + q(big) + " --text " + q(dir.file("short.txt")) + " --seq 64 -o " + q(dir.file("t.emba")), dir),
+                  "the training split (the first 90% of the text's 63 tokens) holds 56 tokens; a window of --seq 64 needs at least 65 "
+                  "(a longer text, or --seq 55 or less)");
 }
 
 TEST_CASE("ember generate and info on good and bad models and options") {

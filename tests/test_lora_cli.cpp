@@ -81,6 +81,12 @@ TEST_CASE("ember finetune: train, resume, generate and eval with the adapter, me
     CHECK(r.err.find("ember: 1 characters outside the vocabulary skipped (--skip-unknown)") != std::string::npos);
     CHECK(r.out.rfind("loss ", 0) == 0);
     CHECK(std::count(r.out.begin(), r.out.end(), '\n') == 1);
+    // The same text from standard input (--text -): the same line.
+    const std::string piped = dir.file("piped.out");
+    CHECK(std::system((ember::test::program_cmd(EMBER_CLI) + " eval -m " + q(model) + " --split all --text - --skip-unknown <" + q(odd) + " >" +
+                       q(piped) + " 2>/dev/null")
+                          .c_str()) == 0);
+    CHECK(ember::test::read_file(piped) == r.out);
     check_refused(ember_cli("generate -m " + q(model) + " --adapter " + q(model) + " -n 2", dir), "is a model");
     // and the other way round: it said "not an .ember file (identifier is not "EMBR")"
     check_refused(ember_cli("generate -m " + q(dir.file("b.emba")) + " -n 2", dir),

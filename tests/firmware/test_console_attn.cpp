@@ -35,7 +35,10 @@ TEST_CASE("console parser: attn options, text and refusals") {
         {"attn --layer 1", "attn: usage: attn"},
         {"attn --layer", "attn: option --layer needs a value"},
         {"attn --head -1 x", "--head -1 not in 0..65536"},
-        {"attn --top 0 x", "--top 0 not in 1..65536"},
+        {"attn --top 0 x", "--top 0 not in 1..1048576"},  // ember attn's range (it was 1..65536 here)
+        {"attn --top 1048577 x", "--top 1048577 not in 1..1048576"},
+        {"attn --layer 0 --layer 1 x", "attn: --layer given 2 times: give it once"},  // it took the last, ember attn refuses
+        {"attn --top 0x10 x", "--top: '0x10' is not an integer"},
         {"attn --layer x y", "--layer: 'x' is not an integer"},
         {"attn -n 3 x", "attn: unknown option '-n' (--layer --head --top"},
     };
