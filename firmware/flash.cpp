@@ -199,6 +199,12 @@ void FlashReceiver::on_offer(const Frame& in, std::vector<Frame>& out) {
     received_ = 0;
     const std::string installed = opts_.models_dir + "/" + name + ".ember";
     struct stat st{};
+    // A folder (or a FIFO, a device) where the file goes: the install's rename would fail after
+    // the whole transfer (minutes on a serial line); refused now.
+    if (::stat(installed.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
+        return refuse(printable(installed, 200) + (S_ISDIR(st.st_mode) ? " is a folder" : " is not a regular file") +
+                      ", which an installed model cannot replace: remove it, or flash under another --name");
+    }
     if (::stat(installed.c_str(), &st) == 0 && static_cast<uint64_t>(st.st_size) == size && sha256_file(installed) == sha) {
         already_installed_ = true;  // nothing to send; DONE answers at once
         received_ = size;

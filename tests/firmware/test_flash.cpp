@@ -12,6 +12,7 @@
 #include <atomic>
 #include <cerrno>
 #include <cstdint>
+#include <filesystem>
 #include <functional>
 #include <memory>
 #include <stdexcept>
@@ -587,6 +588,23 @@ TEST_CASE("flash: a disk that fills up during the transfer: refused with the rea
     CHECK(expect(line.fd[0], seen, "ERR flash: " + s.dir.path() + "/.flash-" + s.new_sha + ".part: write: No space left on device") != std::string::npos);
     CHECK(part_files(s.dir.path()) == 0);
     check_working(s.dir.path(), line.fd[0], s.old_sha);
+}
+
+TEST_CASE("flash receiver: an offer for a name whose NAME.ember is a folder is refused before any byte is sent") {
+    // It was refused only at the install's rename, after the whole file had crossed the line.
+    TempDir dir;
+    std::filesystem::create_directory(dir.file("taken.ember"));
+    ReceiverOptions ro;
+    ro.models_dir = dir.path();
+    FlashReceiver rx(ro);
+    std::vector<Frame> out;
+    rx.handle(frame_of(FrameType::Offer, 1, offer_payload(1000, std::string(64, 'a'), "taken")), out);
+    REQUIRE(out.size() == 1);
+    CHECK(out[0].type == FrameType::Result);
+    CHECK(out[0].payload[0] == 1);
+    CHECK(text_of(out[0], 1) == dir.file("taken.ember") + " is a folder, which an installed model cannot replace: remove it, or flash under another --name");
+    CHECK(part_files(dir.path()) == 0);
+    CHECK(std::filesystem::is_directory(dir.file("taken.ember")));
 }
 
 TEST_CASE("flash receiver: an offer larger than the free space of the models folder is refused before any byte is sent") {
