@@ -165,6 +165,11 @@ void f_rows(const Args& a, const float* panels, float* wide, int n, int n_end, i
 template <class D, typename W>
 void f_gemm(const Args& a, int t_begin, int t_end, int n_begin, int n_end, float* xf) {
     constexpr int PT = D::P * D::NB, R = D::R;
+    if (a.K <= 0) {  // no inputs: y is the bias (no block would write it)
+        for (int t = t_begin; t < t_end; ++t)
+            for (int n = n_begin; n < n_end; ++n) a.y[static_cast<size_t>(t) * a.N + n] = a.bias ? a.bias[n] : 0.0f;
+        return;
+    }
     const int blocks = (a.K + kFBlockK - 1) / kFBlockK;
     const int kb_max = (a.K + blocks - 1) / blocks;
     const int panels = (t_end - t_begin + PT - 1) / PT;

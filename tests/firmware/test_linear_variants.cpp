@@ -171,8 +171,10 @@ TEST_CASE("linear f32 and f16: random shapes, every variant's GEMM against linea
     std::mt19937 rng(20261206);
     auto draw = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
     const auto levels = levels_to_test();
-    for (int i = 0; i < 40; ++i) {
-        const int T = draw(8, 150), K = i % 4 == 0 ? draw(1025, 2600) : draw(1, 700), N = draw(1, 40), threads = draw(1, 4);
+    // Shape 40: no inputs (K = 0), where y is the bias alone.
+    for (int i = 0; i <= 40; ++i) {
+        const int T = i == 40 ? 9 : draw(8, 150), K = i == 40 ? 0 : i % 4 == 0 ? draw(1025, 2600) : draw(1, 700), N = i == 40 ? 5 : draw(1, 40),
+                  threads = i == 40 ? 2 : draw(1, 4);
         CAPTURE(i);
         CAPTURE(T);
         CAPTURE(K);
