@@ -90,6 +90,8 @@ void remove_stale_parts(DeviceFs& fs, const std::string& dir, const std::string&
 std::string check_model_name(const std::string& name) {
     if (name.empty()) return "model name is empty";
     if (name.size() > kMaxModelName) return "model name longer than 64 bytes";
+    // A path ("../x", "sub/x") first: it is the '/' that makes it one, whatever it starts with.
+    if (name.find('/') != std::string::npos) return "model name '" + printable(name) + "' holds a '/': a name, not a path (the models folder holds NAME.ember)";
     if (name[0] == '.') return "model name '" + printable(name) + "' starts with '.'";
     // "-x" would read as an option: on the console's line (load -x) and in a shell (rm -x.ember).
     if (name[0] == '-') return "model name '" + printable(name) + "' starts with '-'";

@@ -240,7 +240,7 @@ TEST_CASE("console finetune: writes a valid adapter, adapter NAME is used by gen
         {"finetune --lr 0 " + text, "ERR finetune: --lr 0 must be > 0"},
         {"finetune --bogus 1 " + text, "ERR finetune: unknown option '--bogus'"},
         {"finetune --rank", "ERR finetune: option --rank needs a value"},
-        {"finetune --name ../x " + text, "ERR finetune: --name: model name '../x' starts with '.'"},
+        {"finetune --name ../x " + text, "ERR finetune: --name: model name '../x' holds a '/': a name, not a path"},
         {"finetune --steps 1 /nonexistent/text.txt", "ERR "},
         {"finetune --steps 1 --seq 17 " + text, "ERR "},  // block_size 16
         {"finetune --steps 1 --resume nothere " + text, "ERR finetune: --resume: no adapter nothere"},

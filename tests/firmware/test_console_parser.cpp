@@ -244,7 +244,7 @@ TEST_CASE("console parser: finetune and adapter") {
     CHECK(error_of("finetune --lr nan a.txt") == "finetune: --lr: 'nan' is not a finite number");
     CHECK(error_of("finetune --weight-decay -1 a.txt") == "finetune: --weight-decay -1 must be >= 0");
     CHECK(error_of("finetune --seed") == "finetune: option --seed needs a value");
-    CHECK(error_of("finetune --resume a/b x.txt").find("finetune: --resume: model name 'a/b' has a character") == 0);
+    CHECK(error_of("finetune --resume a/b x.txt").find("finetune: --resume: model name 'a/b' holds a '/'") == 0);
     CHECK(error_of("finetune -x a.txt").find("finetune: unknown option '-x'") == 0);
     CHECK(error_of("finetune a.txt b.txt") == "finetune: unexpected argument 'b.txt' (a FILE with spaces goes in double quotes: \"my notes.txt\")");
     CHECK(error_of("adapter") == "adapter: usage: adapter NAME | adapter off");
