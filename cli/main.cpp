@@ -247,9 +247,12 @@ int main(int argc, char** argv) {
     for (CLI::App* sub : app.get_subcommands({})) sub->allow_extras();
     // The help to see: the subcommand's, when one was given.
     auto parse_error = [&app](const std::string& msg) {
-        std::string help = "ember --help";
-        for (const CLI::App* sub : app.get_subcommands()) help = "ember " + sub->get_name() + " --help";
-        std::fprintf(stderr, "ember: error: %s (see %s)\n", cli::plain_parse_error(msg).c_str(), help.c_str());
+        std::string help = "ember --help", name;
+        for (const CLI::App* sub : app.get_subcommands()) help = "ember " + sub->get_name() + " --help", name = sub->get_name();
+        std::string said = cli::plain_parse_error(msg);
+        // info and flash take the model as MODEL or -m MODEL: a bare `ember info` names both.
+        if ((name == "info" || name == "flash") && said == "--model is required") said = "a model is required: ember " + name + " MODEL (or -m MODEL)";
+        std::fprintf(stderr, "ember: error: %s (see %s)\n", said.c_str(), help.c_str());
         return 1;
     };
     if (const std::string bad = unknown_command(app, argc, argv); !bad.empty()) return parse_error(bad);

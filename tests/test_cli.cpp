@@ -322,6 +322,7 @@ TEST_CASE("ember: bad option values give one line and exit 1") {
     check_refused(ember_cli("generate -m x.ember --temperature 1e-45", dir), "--temperature: '1e-45' is outside a float's range");
     check_refused(ember_cli("generate -m x.ember --bogus", dir), "--bogus");
     check_refused(ember_cli("generate -n 3", dir), "--model is required");
+    check_refused(ember_cli("info", dir), "ember: error: a model is required: ember info MODEL (or -m MODEL) (see ember info --help)");
     check_refused(ember_cli("convert " + q(fixture("gptpy/model.pt")) + " --vocab-text " + q(dir.path()) + " -o " + q(dir.file("o.ember")), dir),
                   "is a directory");
     check_refused(ember_cli("generate -m " + q(dir.path()) + " -n 3", dir), "not a regular file");
