@@ -90,21 +90,32 @@ Checkpoint read_safetensors(const std::string& path, bool lazy) {
     const uint64_t data_size = file_size - data_start;
 
     nlohmann::json header;
-    // A name given twice: nlohmann keeps the last silently; the format has one entry per name.
-    std::set<std::string> names;
-    std::string twice;
+    // A key given twice: nlohmann keeps the last silently; the format has one entry per name,
+    // and one dtype, shape and data_offsets per entry.
+    std::set<std::string> names, fields;
+    std::string entry, twice, twice_in;
     try {
         header = nlohmann::json::parse(header_text, [&](int depth, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
-            if (depth == 1 && event == nlohmann::json::parse_event_t::key && parsed.is_string() && !names.insert(parsed.get<std::string>()).second &&
-                twice.empty())
-                twice = parsed.get<std::string>();
+            if (event != nlohmann::json::parse_event_t::key || !parsed.is_string() || !twice.empty()) return true;
+            const std::string key = parsed.get<std::string>();
+            if (depth == 1) {
+                entry = key;
+                fields.clear();
+                if (!names.insert(key).second) twice = key;
+            } else if (depth == 2 && !fields.insert(key).second) {
+                twice = key;
+                twice_in = entry;
+            }
             return true;
         });
     } catch (const nlohmann::json::exception& e) {
         fail(path, ": safetensors header is not valid JSON (", e.what(), ")");
     }
     if (!header.is_object()) fail(path, ": safetensors header is not a JSON object");
-    if (!twice.empty()) fail(path, ": safetensors header names the tensor '", printable(twice), "' twice");
+    if (!twice.empty() && twice_in.empty()) {
+        fail(path, ": safetensors header has the entry '", printable(twice), "' twice");
+    }
+    if (!twice.empty()) fail(path, ": safetensors entry '", printable(twice_in), "' has the key '", printable(twice), "' twice");
     // Every tensor's [begin, end) in the data, checked at the end to tile it exactly.
     struct Span {
         uint64_t begin, end;
@@ -184,7 +195,10 @@ Checkpoint read_safetensors(const std::string& path, bool lazy) {
         }
         at = spans[i].end;
     }
-    if (at != data_size) fail(path, ": safetensors data holds ", data_size - at, " bytes after the last tensor (", data_size, " data bytes, tensors end at ", at, ")");
+    if (at != data_size) {
+        fail(path, ": safetensors data holds ", data_size - at, data_size - at == 1 ? " byte" : " bytes", " after the last tensor (", data_size,
+             " data bytes, tensors end at ", at, ")");
+    }
     return ckpt;
 }
 

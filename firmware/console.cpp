@@ -139,6 +139,7 @@ int Console::run() {
                     cur = read_text_file(current, 256);
                     // Trailing blanks and line ends, CRLF too (a file written on Windows or by `echo` over a serial line).
                     while (!cur.empty() && (cur.back() == '\n' || cur.back() == '\r' || cur.back() == ' ' || cur.back() == '\t')) cur.pop_back();
+                    cur.erase(0, cur.find_first_not_of(" \t"));  // and leading blanks (find npos: all blank, erased)
                     if (const std::string bad = check_model_name(cur); !bad.empty()) {
                         current_note = printable(current, 200) + " ignored: " + bad;
                         cur.clear();
@@ -450,7 +451,9 @@ void Console::cmd_load(const std::string& name, bool remember) {
     struct stat st{};
     if (::stat(path.c_str(), &st) != 0) {
         // "load good.ember": the name without its suffix is what models lists and load takes.
-        const bool suffixed = name.size() > 6 && name.compare(name.size() - 6, 6, ".ember") == 0;
+        struct stat bare {};
+        const bool suffixed = name.size() > 6 && name.compare(name.size() - 6, 6, ".ember") == 0 &&
+                              ::stat((opts_.models_dir + "/" + name.substr(0, name.size() - 6) + ".ember").c_str(), &bare) == 0;
         fail("no model file ", printable(path, 200), suffixed ? "; give the name without .ember (load " + printable(name.substr(0, name.size() - 6), 200) + ")" : "",
              "; see models");
     }

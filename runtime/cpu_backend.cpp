@@ -31,7 +31,7 @@ size_t linear_xf_floats(const Model& model) {
     for (const auto& l : w.layers) {
         for (const auto* v : {&l.qkv, &l.proj, &l.fc, &l.fc2}) wide = wide || v->type != kernels::WType::I8;
     }
-    return wide ? kernels::linear_scratch_xf_floats(std::max(c.n_embd, c.ffn_hidden)) : 0;
+    return wide && kernels::linear_uses_xf() ? kernels::linear_scratch_xf_floats(std::max(c.n_embd, c.ffn_hidden)) : 0;
 }
 
 int resolve_threads(int requested) {

@@ -51,7 +51,8 @@ struct MemoryPlan {
 constexpr int kMaxThreads = 256;
 int resolve_threads(int requested);
 
-// LinearScratch::xf floats per thread that `model`'s linear layers need: 0 where all are int8.
+// LinearScratch::xf floats per thread that `model`'s linear layers need: 0 where all are int8,
+// or where the CPU's kernels read none (kernels/cpu/linear.h: linear_uses_xf).
 size_t linear_xf_floats(const Model& model);
 
 // Plans the arena for `model` with `threads` threads (and LoRA rank, 0 = no adapter; the KV

@@ -33,8 +33,10 @@ std::string parse_int(std::string_view w, const std::string& what, long long lo,
     char* end = nullptr;
     errno = 0;
     v = std::strtoll(s.c_str(), &end, 10);
-    if (errno != 0 || *end != '\0' || !(std::isdigit(static_cast<unsigned char>(s[0])) || s[0] == '-'))
-        return what + ": '" + printable(s, 40) + "' is not an integer";
+    const bool integer = *end == '\0' && (std::isdigit(static_cast<unsigned char>(s[0])) || (s[0] == '-' && s.size() > 1 && std::isdigit(static_cast<unsigned char>(s[1]))));
+    // Digits past long long's range are an integer out of range, not "not an integer".
+    if (integer && errno == ERANGE) return what + " " + printable(s, 40) + " not in " + std::to_string(lo) + ".." + std::to_string(hi);
+    if (errno != 0 || !integer) return what + ": '" + printable(s, 40) + "' is not an integer";
     if (v < lo || v > hi) return what + " " + s + " not in " + std::to_string(lo) + ".." + std::to_string(hi);
     return "";
 }

@@ -373,7 +373,9 @@ TEST_CASE("bad input: safetensors headers") {
     // The format's layout: one entry per name, and the tensors' bytes tile the data exactly
     // (nlohmann kept the last of two entries; overlaps, holes and trailing bytes converted).
     refused_st(R"({"w": {"dtype": "F32", "shape": [4], "data_offsets": [0, 16]}, "w": {"dtype": "F32", "shape": [4], "data_offsets": [0, 16]}})",
-               data, "safetensors header names the tensor 'w' twice");
+               data, "safetensors header has the entry 'w' twice");
+    refused_st(R"({"w": {"dtype": "F16", "dtype": "F32", "shape": [4], "data_offsets": [0, 16]}})", data,
+               "safetensors entry 'w' has the key 'dtype' twice");
     refused_st(R"({"a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}, "b": {"dtype": "F32", "shape": [3], "data_offsets": [4, 16]}})",
                data, "safetensors tensors 'a' and 'b' share data bytes (data_offsets overlap at 4)");
     refused_st(R"({"a": {"dtype": "F32", "shape": [2], "data_offsets": [8, 16]}})", data,

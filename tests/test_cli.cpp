@@ -294,6 +294,7 @@ TEST_CASE("ember: bad option values give one line and exit 1") {
     // Not a number is said as such, not as out of range.
     check_refused(ember_cli("bench -m x.ember --threads two", dir), "--threads: 'two' is not an integer");
     check_refused(ember_cli("info x.ember --threads 1.5", dir), "--threads: '1.5' is not an integer");
+    check_refused(ember_cli("info x.ember --threads 99999999999999999999", dir), "--threads 99999999999999999999 not in 0..256");
     // CLI11's range and repetition messages, in the words of ember's own parsers.
     check_refused(ember_cli("bench -m x.ember --runs 0", dir), "--runs 0 not in 1..1000");
     check_refused(ember_cli("generate -m x.ember -m y.ember", dir), "--model given 2 times: give it once");

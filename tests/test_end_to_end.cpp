@@ -141,6 +141,14 @@ TEST_CASE("prefill in passes of prefill_rows rows: PyTorch's last-row logits and
     CHECK(plan_memory(m, 2, false, 0, KvDType::F32, S + 100).rows == S);  // capped at block_size
     CHECK(plan_memory(m, 2, true, 0, KvDType::F32, 3).rows == S);         // eval's [S, V] logits: whole windows
     CHECK_THROWS_WITH_AS(plan_memory(m, 2, false, 0, KvDType::F32, -1), "prefill rows -1 must be >= 0 (0 = block_size)", Error);
+    // f32 weights: each thread's packed rows of x for the prefill GEMM, where the kernels read
+    // them (x86 from avx2 up), none elsewhere (plain, ARM); int8 weights never.
+    const MemoryPlan f32 = plan_memory(m, 3, false, 0, KvDType::F32, 0);
+    CHECK(f32.xf_floats == (kernels::linear_uses_xf() ? kernels::linear_scratch_xf_floats(std::max(m.config().n_embd, m.config().ffn_hidden)) : 0));
+    auto q = test::open_converted(fixture("gptpy/model.pt"), "text", fixture("gptpy/vocab.txt"), convert::WeightDType::I8);
+    const MemoryPlan i8 = plan_memory(*q->model, 3, false, 0, KvDType::F32, 0);
+    CHECK(i8.xf_floats == 0);
+    CHECK(f32.xf + 3 * f32.xf_floats * sizeof(float) <= f32.total);
 }
 
 TEST_CASE("decode steps on the caller alone or on the pool (ThreadChoice's probes) give a 1-thread session's logits, bit for bit") {

@@ -256,6 +256,8 @@ void linear_at(CpuLevel level, const float* x, int T, const WeightView& w, const
 
 const char* linear_kernel_name(WType type) { return kernel_name(kernels_in_use(), type); }
 
+bool linear_uses_xf() { return kernels_in_use().f_gemm_scratch; }
+
 const char* linear_kernel_name(WType type, CpuLevel level) { return kernel_name(kernels_at(level), type); }
 
 const char* linear_kernel_name(const WeightView& w) {

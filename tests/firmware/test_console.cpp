@@ -212,8 +212,8 @@ TEST_CASE("console: a load whose DIR/current cannot be written says so, and the 
     CHECK(c.command("info").find("model: tiny16 (") == 0);  // loaded all the same
 }
 
-TEST_CASE("console: a DIR/current written with CRLF or trailing blanks still names its model at start") {
-    for (const char* text : {"tiny16\r\n", "tiny16 \t\n", "tiny16"}) {
+TEST_CASE("console: a DIR/current written with CRLF or blanks around the name still names its model at start") {
+    for (const char* text : {"tiny16\r\n", "tiny16 \t\n", "tiny16", " \ttiny16\n"}) {
         CAPTURE(text);
         TempDir dir;
         write_file(dir.file("tiny.ember"), read_file(model_int8()));
@@ -339,9 +339,11 @@ TEST_CASE("console: a model to load at start that is missing is said once, as th
     CHECK(c.seen().find("ERR load nothere: no model file " + dir.file("nothere.ember") + "; see models") != std::string::npos);
     CHECK(c.seen().find("load: ") == std::string::npos);
     CHECK(c.command("load nothere").find("ERR load nothere: no model file " + dir.file("nothere.ember") + "; see models") == 0);
-    // The file's name with its suffix: the name to give is said.
-    CHECK(c.command("load nothere.ember").find("ERR load nothere.ember: no model file " + dir.file("nothere.ember.ember") +
-                                                  "; give the name without .ember (load nothere); see models") == 0);
+    // The file's name with its suffix: the name to give is said, where that model is there.
+    CHECK(c.command("load nothere.ember").find("ERR load nothere.ember: no model file " + dir.file("nothere.ember.ember") + "; see models") == 0);
+    write_file(dir.file("tiny.ember"), read_file(model_int8()));
+    CHECK(c.command("load tiny.ember").find("ERR load tiny.ember: no model file " + dir.file("tiny.ember.ember") +
+                                               "; give the name without .ember (load tiny); see models") == 0);
     CHECK(c.command("info").find("model: none loaded") != std::string::npos);
 }
 
