@@ -20,9 +20,11 @@ std::string non_finite_name(const float* row, int V) {
 
 }  // namespace
 
+const char* non_finite_text(double v) { return std::isnan(v) ? "nan" : v > 0 ? "+inf" : "-inf"; }
+
 void eval_loss_check(const EvalResult& r) {
     if (std::isfinite(r.loss)) return;
-    fail("eval: the loss is ", std::isnan(r.loss) ? "nan" : r.loss > 0 ? "+inf" : "-inf", ": the logits that predict token ", r.first_non_finite, " of the text evaluated are not finite (",
+    fail("eval: the loss is ", non_finite_text(r.loss), ": the logits that predict token ", r.first_non_finite, " of the text evaluated are not finite (",
          r.non_finite_logit, "): the model's weights overflow f32");
 }
 

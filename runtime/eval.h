@@ -22,6 +22,10 @@ struct EvalResult {
     std::string non_finite_logit;  // what that row held first: "logit 0 is +inf"
 };
 
+// A non-finite loss as the programs print it: "nan" (not printf's "-nan": a NaN's sign means
+// nothing), "+inf" or "-inf". Only for values where std::isfinite is false.
+const char* non_finite_text(double v);
+
 // Throws ember::Error where r.loss is not finite, naming the token and the logit, for the
 // commands that print a loss (`ember eval`, the console's eval).
 void eval_loss_check(const EvalResult& r);

@@ -449,8 +449,7 @@ std::string diverged_cause(const LoraAdapter& a) {
 double FinetuneRun::save_if_finite(const std::string& out_path, int64_t* saved_step, double* saved_val) {
     const double val = validation_loss();
     if (!std::isfinite(val)) {
-        // "nan", not printf's "-nan" (the sign of a NaN means nothing), as eval prints it.
-        fail("training diverged at step ", adapter_.train.step, ": the validation loss is ", std::isnan(val) ? "nan" : val > 0 ? "+inf" : "-inf",
+        fail("training diverged at step ", adapter_.train.step, ": the validation loss is ", non_finite_text(val),
              " ", diverged_cause(adapter_), "; ",
              kept_text(out_path, *saved_step, *saved_val));
     }

@@ -185,12 +185,9 @@ void run_gemm(linear_detail::GemmFn gemm, int panel_rows, const Args& a, ThreadP
     const int n_tasks = panels * ((a.N + n_per - 1) / n_per);
     pool.run(n_tasks, [&](int task, int thread) {
         const int t0 = (task % panels) * panel_rows, n0 = (task / panels) * n_per;
-        if (xf) {
-            Args b = a;
-            b.xf = xf + static_cast<size_t>(thread) * xf_floats;
-            return gemm(b, t0, std::min(a.T, t0 + panel_rows), n0, std::min(a.N, n0 + n_per));
-        }
-        gemm(a, t0, std::min(a.T, t0 + panel_rows), n0, std::min(a.N, n0 + n_per));
+        Args b = a;
+        if (xf) b.xf = xf + static_cast<size_t>(thread) * xf_floats;
+        gemm(b, t0, std::min(a.T, t0 + panel_rows), n0, std::min(a.N, n0 + n_per));
     });
 }
 

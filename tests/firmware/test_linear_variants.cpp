@@ -69,6 +69,18 @@ struct XfScratch {
     }
 };
 
+// Shape i of a random-shape case: x [T, K] ~ N(0, 1), W [N, K] ~ N(0, 0.05^2), a bias [N] on
+// odd i; seeds from seed + i, seed + 100 + i and seed + 200 + i.
+struct RandomInputs {
+    std::vector<float> x, w, bias;
+    const float* b = nullptr;
+    RandomInputs(int i, int T, int K, int N, uint32_t seed)
+        : x(randn(static_cast<size_t>(T) * K, seed + i, 1.0f)),
+          w(randn(static_cast<size_t>(N) * K, seed + 100 + i, 0.05f)),
+          bias(randn(N, seed + 200 + i, 1.0f)),
+          b(i % 2 ? bias.data() : nullptr) {}
+};
+
 struct Case {
     int T, K, N, group;
 };
@@ -181,10 +193,10 @@ TEST_CASE("linear f32 and f16: random shapes, every variant's GEMM against linea
         CAPTURE(N);
         CAPTURE(threads);
         ThreadPool pool(threads);
-        const auto x = randn(static_cast<size_t>(T) * K, 400 + i, 1.0f);
-        const auto w = randn(static_cast<size_t>(N) * K, 500 + i, 0.05f);
-        const auto bias = randn(N, 600 + i, 1.0f);
-        const float* b = i % 2 ? bias.data() : nullptr;
+        const RandomInputs in(i, T, K, N, 400);
+        const auto& x = in.x;
+        const auto& w = in.w;
+        const float* b = in.b;
         std::vector<uint16_t> h(w.size());
         for (size_t j = 0; j < w.size(); ++j) h[j] = float_to_half(w[j]);
         XfScratch xf(threads, K);
@@ -232,11 +244,10 @@ TEST_CASE("linear int8: random shapes, every variant against the plain kernel (G
         CAPTURE(group);
         CAPTURE(threads);
         ThreadPool pool(threads);
-        const auto x = randn(static_cast<size_t>(T) * K, 100 + i, 1.0f);
-        const auto w = randn(static_cast<size_t>(N) * K, 200 + i, 0.05f);
-        const auto bias = randn(N, 300 + i, 1.0f);
-        const float* b = i % 2 ? bias.data() : nullptr;
-        const Quantized q = quantize(w, N, K, group);
+        const RandomInputs in(i, T, K, N, 100);
+        const auto& x = in.x;
+        const float* b = in.b;
+        const Quantized q = quantize(in.w, N, K, group);
         WeightView v;
         v.type = WType::I8;
         v.rows = N;
