@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Builds and runs bench/int8_decode_rate.cpp: the int8 decode kernel's read rate (one thread)
-# against a plain stream read of the same bytes, from L1, L2 and L3. About 30 seconds.
+# against a plain stream read of the same bytes, from L1, L2 and L3. About 30 seconds. On a CPU
+# with AVX2, then bench/avx2_dot_ab.cpp: the avx2 dot product before and after 2026-12-07,
+# interleaved in one process. About 20 seconds more.
 #   bench/decode_kernel.sh        (after scripts/build.sh)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -9,3 +11,7 @@ mkdir -p bench/out
 g++ -O3 -march=native -std=c++17 -I. bench/int8_decode_rate.cpp build/kernels/libember_kernels.a -pthread -o bench/out/int8_decode_rate
 grep -m1 "model name" /proc/cpuinfo
 bench/out/int8_decode_rate
+if grep -qw avx2 /proc/cpuinfo; then
+  g++ -O3 -mavx2 -mfma -mf16c -std=c++17 -I. bench/avx2_dot_ab.cpp -o bench/out/avx2_dot_ab
+  bench/out/avx2_dot_ab
+fi

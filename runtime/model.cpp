@@ -67,21 +67,21 @@ constexpr uint32_t kMaxLayers = 1024;
 
 size_t dtype_bytes(fb::DType d) { return d == fb::DType::F32 ? 4 : d == fb::DType::F16 ? 2 : 1; }
 
-// The index of the first of n IEEE values (bit patterns: f32 as uint32_t, f16 as uint16_t)
-// whose exponent field is all ones (an inf or a NaN), or n when every one is finite. Blocks
-// of 4096 are scanned without a branch (the compiler vectorizes it), and only a block with
-// one is scanned again for its index: GPT-2 124M's f16 weights, 124M values, are checked at
-// every open.
-template <typename Bits, Bits kExponent>
-uint64_t first_non_finite(const Bits* v, uint64_t n) {
+// The index of the first of n values (bit patterns) with (v & kMask) == kValue, or n when
+// there is none: an inf or a NaN (f32 as uint32_t, f16 as uint16_t: the exponent field all
+// ones) or an int8 -128 (0x80). Blocks of 4096 are scanned without a branch (the compiler
+// vectorizes it), and only a block with one is scanned again for its index: GPT-2 124M's
+// weights, 124M values, are checked at every open.
+template <typename Bits, Bits kMask, Bits kValue>
+uint64_t first_with_bits(const Bits* v, uint64_t n) {
     constexpr uint64_t kBlock = 4096;
     for (uint64_t at = 0; at < n; at += kBlock) {
         const uint64_t end = std::min(n, at + kBlock);
         Bits any = 0;
-        for (uint64_t i = at; i < end; ++i) any |= static_cast<Bits>((v[i] & kExponent) == kExponent);
+        for (uint64_t i = at; i < end; ++i) any |= static_cast<Bits>((v[i] & kMask) == kValue);
         if (!any) continue;
         for (uint64_t i = at; i < end; ++i)
-            if ((v[i] & kExponent) == kExponent) return i;
+            if ((v[i] & kMask) == kValue) return i;
     }
     return n;
 }
@@ -518,11 +518,17 @@ void Model::verify_and_view(bool require_checksum) {
                 if (!(v.scales[i] >= 0.0f && std::isfinite(v.scales[i]))) fail(f, ": tensor '", name, "' scale ", i, " is ", v.scales[i], " (must be finite, >= 0)");
             }
             bytes += t->scales_size();
+            // The x86 AVX2 kernels negate W's bytes (linear_avx2.cpp): -128 has no negation.
+            const uint64_t n = rows * cols;
+            const uint64_t bad = first_with_bits<uint8_t, 0xff, 0x80>(static_cast<const uint8_t*>(v.data), n);
+            if (bad < n) fail(f, ": tensor '", name, "' element ", bad, " is -128; int8 weights are -127..127 (scale = max |w| / 127)");
+            drop_pages(v.data, t->data_size());
         } else {
             v.type = dt == fb::DType::F32 ? kernels::WType::F32 : kernels::WType::F16;
             const uint64_t n = rows * cols;
-            const uint64_t bad = dt == fb::DType::F32 ? first_non_finite<uint32_t, 0x7f800000u>(static_cast<const uint32_t*>(v.data), n)
-                                                      : first_non_finite<uint16_t, 0x7c00u>(static_cast<const uint16_t*>(v.data), n);
+            const uint64_t bad = dt == fb::DType::F32
+                                     ? first_with_bits<uint32_t, 0x7f800000u, 0x7f800000u>(static_cast<const uint32_t*>(v.data), n)
+                                     : first_with_bits<uint16_t, 0x7c00u, 0x7c00u>(static_cast<const uint16_t*>(v.data), n);
             if (bad < n) fail(f, ": tensor '", name, "' element ", bad, " is not a finite number");
             drop_pages(v.data, t->data_size());
         }

@@ -176,11 +176,12 @@ TEST_CASE("bad input: an .ember with bytes appended after its data section, or a
     CHECK_NOTHROW(Model::open(dir.file("edge.ember"), false));  // (the index is not checksummed)
 }
 
-TEST_CASE("bad input: a NaN or infinite f16 or f32 weight in an .ember names its tensor and element, in any block of the scan") {
+TEST_CASE("bad input: a NaN or infinite f16 or f32 weight, or an int8 -128, in an .ember names its tensor and element, in any block of the scan") {
     // The loader scans blocks of 4096 values without a branch, then the block with one for its
-    // index: elements at the start, both ends of a block and in the last, partial block.
+    // index: elements at the start, both ends of a block and in the last, partial block. int8
+    // weights are -127..127 (kernels/cpu/weights.h: the AVX2 kernels negate W's bytes).
     test::TempDir dir;
-    for (const auto dtype : {convert::WeightDType::F16, convert::WeightDType::F32}) {
+    for (const auto dtype : {convert::WeightDType::F16, convert::WeightDType::F32, convert::WeightDType::I8}) {
         convert::ConvertOptions o;
         o.checkpoint = fixture("gpt2/hf/model.safetensors");
         o.tokenizer = {fixture("gpt2/tiny_tokenizer")};
@@ -192,15 +193,18 @@ TEST_CASE("bad input: a NaN or infinite f16 or f32 weight in an .ember names its
         const fb::Tensor* wte = e0.tensor("wte");
         const uint64_t n = uint64_t{wte->shape()->Get(0)} * wte->shape()->Get(1);
         REQUIRE(n > 2 * 4096);  // three blocks
-        const bool f16 = dtype == convert::WeightDType::F16;
+        const bool f16 = dtype == convert::WeightDType::F16, i8 = dtype == convert::WeightDType::I8;
         const size_t at0 = e0.model()->data_offset() + wte->data_offset();
         for (const uint64_t i : {uint64_t{0}, uint64_t{4095}, uint64_t{4096}, uint64_t{8191}, uint64_t{8192}, n - 1}) {
             for (const bool nan : {false, true}) {
-                CAPTURE(f16);
+                if (i8 && nan) continue;
+                CAPTURE(kernels::wtype_name(dtype));
                 CAPTURE(i);
                 CAPTURE(nan);
                 Edit e{good};
-                if (f16) {
+                if (i8) {
+                    e.bytes[at0 + i] = static_cast<char>(0x80);
+                } else if (f16) {
                     const uint16_t v = nan ? 0x7e00 : 0xfc00;  // NaN, -inf
                     std::memcpy(&e.bytes[at0 + i * 2], &v, 2);
                 } else {
@@ -210,13 +214,16 @@ TEST_CASE("bad input: a NaN or infinite f16 or f32 weight in an .ember names its
                 const std::string path = dir.file("bad.ember");
                 test::write_file(path, e.bytes);
                 // (the data's checksum no longer matches: opened without requiring it, as a writer's bug would be)
-                const std::string want = "tensor 'wte' element " + std::to_string(i) + " is not a finite number";
+                const std::string want = "tensor 'wte' element " + std::to_string(i) + (i8 ? " is -128; int8 weights are -127..127" : " is not a finite number");
                 CHECK_THROWS_WITH_AS(Model::open(path, false), Contains(want.c_str()), Error);
             }
         }
-        // The largest finite values load.
+        // The largest finite values load; int8's -127 and 127.
         Edit e{good};
-        if (f16) {
+        if (i8) {
+            e.bytes[at0 + 4095] = static_cast<char>(-127);
+            e.bytes[at0 + 4096] = static_cast<char>(127);
+        } else if (f16) {
             const uint16_t v = 0x7bff;  // 65504
             std::memcpy(&e.bytes[at0 + 4096 * 2], &v, 2);
         } else {

@@ -300,9 +300,9 @@ TEST_CASE("ember: bad option values give one line and exit 1") {
     check_refused(ember_cli("generate -m x.ember -m y.ember", dir), "--model given 2 times: give it once");
     check_refused(ember_cli("generate -m x.ember --threads 1 --threads 2", dir), "--threads given 2 times: give it once");
     // Integers are decimal on every option: CLI11's own conversion read 010 as 8 and took 0x2 and +2.
-    for (const std::string& args : {"generate -m x.ember --threads 0x2", "bench -m x.ember -n 0x10", "info x.ember --threads +2",
-                                    "attn -m x.ember -p a --layer 0x1", "flash --port /dev/null --baud 115200x x.ember",
-                                    "convert x.pt -o y.ember --n-head 0x4"}) {
+    for (const char* args : {"generate -m x.ember --threads 0x2", "bench -m x.ember -n 0x10", "info x.ember --threads +2",
+                            "attn -m x.ember -p a --layer 0x1", "flash --port /dev/null --baud 115200x x.ember",
+                            "convert x.pt -o y.ember --n-head 0x4"}) {
         CAPTURE(args);
         check_refused(ember_cli(args, dir), "' is not an integer");
     }

@@ -174,6 +174,8 @@ constexpr size_t kDecodeAhead = 8192;
 struct VnniRows8 {
     using V = Ymm;
     using I = V::I;
+    using X = I;
+    static X load_x(const int8_t* p) { return load(p); }
     static constexpr int kBytes = V::kBytes;
     static I load(const int8_t* p) { return V::load(V::mask(kBytes), p); }
     static I start(const I* x, int n) {

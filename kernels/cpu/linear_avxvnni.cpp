@@ -22,12 +22,14 @@ struct VnniDot {
     using Vec = __m256i;
     using Sum = __m256i;
     using Acc = __m256;
+    using XVec = Vec;
     static constexpr int kChunk = 32;
     struct Group {
         __m256i surplus;  // 128 * sum(x) over the group so far, in 8 lanes
     };
     static __m256i flip() { return _mm256_set1_epi8(static_cast<char>(0x80)); }
     static Vec load(const int8_t* p) { return load32(p); }
+    static XVec load_x(const int8_t* p) { return load32(p); }
     static void begin(Group& g) { g.surplus = _mm256_setzero_si256(); }
     static void step(Group& g, Vec x) { g.surplus = _mm256_dpbusd_avx_epi32(g.surplus, flip(), x); }
     static Sum zero() { return _mm256_setzero_si256(); }
@@ -60,6 +62,8 @@ struct GemmVnni {
 // linear_rows8_x86.h's policy: as VnniDot, each row's sum starting at -128 * sum(x).
 struct VnniRows8 {
     using I = __m256i;
+    using X = I;
+    static X load_x(const int8_t* p) { return load(p); }
     static constexpr int kBytes = 32;
     static I load(const int8_t* p) { return load32(p); }
     static I start(const I* x, int n) {

@@ -8,11 +8,14 @@
 //
 // The ISA comes in as a policy D with:
 //   Vec, Sum, Acc                         int8 chunk, int32 lanes, f32 lanes
+//   XVec                                  a chunk of x as dot() takes it, made once for the
+//                                         R rows (Vec, or AVX2's x with |x|)
 //   kChunk                                bytes of x per step
 //   struct Group { ... }                  per-group state (VNNI: 128 * sum(x))
-//   Vec load(const int8_t*)               one chunk
-//   void begin(Group&), step(Group&, Vec x)
-//   Sum zero(), Sum dot(Sum, Vec x, Vec w)
+//   Vec load(const int8_t*)               one chunk of W
+//   XVec load_x(const int8_t*)            one chunk of x
+//   void begin(Group&), step(Group&, const XVec& x)
+//   Sum zero(), Sum dot(Sum, const XVec& x, Vec w)
 //   Acc acc_zero(), Acc fma(Acc, Sum, const Group&, float scale)   acc + scale * (products)
 // and the row store above for its Acc (store_rows<R>(acc, tail, bias, y)).
 // Also here, for those files: the 256-bit x86 helpers (__AVX2__) and the NEON row store.
@@ -68,9 +71,11 @@ struct NeonI8 {
     using Vec = int8x16_t;
     using Sum = int32x4_t;
     using Acc = float32x4_t;
+    using XVec = Vec;
     static constexpr int kChunk = 16;
     struct Group {};
     static Vec load(const int8_t* p) { return vld1q_s8(p); }
+    static XVec load_x(const int8_t* p) { return vld1q_s8(p); }
     static void begin(Group&) {}
     static void step(Group&, Vec) {}
     static Sum zero() { return vdupq_n_s32(0); }
@@ -141,8 +146,8 @@ void i8_block(const Args& a, int n) {
                 typename D::Sum s2[R];
                 for (int r = 0; r < R; ++r) s2[r] = D::zero();
                 for (; k + 64 <= end; k += 64) {
-                    const typename D::Vec x0 = D::load(x + k), x1 = D::load(x + k + 16);
-                    const typename D::Vec x2 = D::load(x + k + 32), x3 = D::load(x + k + 48);
+                    const typename D::XVec x0 = D::load_x(x + k), x1 = D::load_x(x + k + 16);
+                    const typename D::XVec x2 = D::load_x(x + k + 32), x3 = D::load_x(x + k + 48);
                     for (int r = 0; r < R; ++r) {
                         const int8_t* wr = w + static_cast<size_t>(r) * K + k;
                         if (kPrefetch) __builtin_prefetch(wr + ahead, 0, kLocality);
@@ -156,7 +161,7 @@ void i8_block(const Args& a, int n) {
             }
 #endif
             for (; k + D::kChunk <= end; k += D::kChunk) {
-                const typename D::Vec vx = D::load(x + k);
+                const typename D::XVec vx = D::load_x(x + k);
                 D::step(st, vx);
                 for (int r = 0; r < R; ++r) {
                     const int8_t* wr = w + static_cast<size_t>(r) * K + k;

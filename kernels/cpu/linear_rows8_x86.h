@@ -12,11 +12,13 @@
 //
 // The ISA comes in as a policy D with:
 //   I                                    a vector of int8 (loads) or int32 (sums) lanes
+//   X                                    kBytes of x as dot() takes them, made once for the
+//                                        8 rows (I, or AVX2's x with |x|)
 //   kBytes                               bytes of x or W per vector (32 in every level's policy)
-//   I load(const int8_t* p)              kBytes bytes
-//   I start(const I* x, int n)           a row's sum before the group's n chunks x[0..n):
+//   X load_x(const int8_t* p)            kBytes bytes of x
+//   I start(const X* x, int n)           a row's sum before the group's n chunks x[0..n):
 //                                        zero, or -128 * sum(x) where dot() gives (w + 128) . x
-//   I dot(I s, I x, const int8_t* w)     s plus the products of kBytes of x and of W at w
+//   I dot(I s, const X& x, const int8_t* w)  s plus the products of kBytes of x and of W at w
 //   __m256i fold(I s)                    8 int32 lanes holding the total of s's lanes (the
 //                                        identity for 256-bit I)
 // Included only by translation units built with AVX2 and FMA; internal linkage (an anonymous
@@ -42,8 +44,8 @@ void rows8_decode(const Args& a, int n) {
     __m256 acc = _mm256_setzero_ps();
     for (int g = 0; g < gpr; ++g) {
         const int k = g * D::kBytes * kChunks;
-        typename D::I x[kChunks];
-        for (int c = 0; c < kChunks; ++c) x[c] = D::load(a.xq + k + c * D::kBytes);
+        typename D::X x[kChunks];
+        for (int c = 0; c < kChunks; ++c) x[c] = D::load_x(a.xq + k + c * D::kBytes);
         const typename D::I start = D::start(x, kChunks);
         __m256i s[8];
         for (int r = 0; r < 8; ++r) {

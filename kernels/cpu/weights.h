@@ -3,7 +3,8 @@
 //
 // int8: symmetric groups of `group_size` consecutive elements along a row (the last group of
 // a row may be shorter); value = q * scales[row * groups_per_row + g], groups_per_row =
-// ceil(cols / group_size). Kernels know no file or model: the runtime fills these views.
+// ceil(cols / group_size), q in [-127, 127]: never -128, which the AVX2 kernels cannot negate
+// (the model loader refuses it). Kernels know no file or model: the runtime fills these views.
 #pragma once
 
 #include <cstddef>

@@ -269,17 +269,18 @@ TEST_CASE("linear int8: random shapes, every variant against the plain kernel (G
     }
 }
 
-TEST_CASE("linear int8: signed x signed extremes (-128 in W, +-127 in x) give the exact integer sums") {
-    // x = +-1 quantizes to +-127 (scale 1/127); W's bytes take every value in [-128, 127] with
-    // scale 1. Each y is then 1/127 times an integer sum below 2^24, so every variant must
-    // match the plain kernel to f32 rounding, whatever trick makes vpdpbusd's unsigned operand.
+TEST_CASE("linear int8: signed x signed extremes (+-127 in W and in x) give the exact integer sums") {
+    // x = +-1 quantizes to +-127 (scale 1/127); W's bytes take every value in [-127, 127] (the
+    // range weights.h allows) with scale 1. Each y is then 1/127 times an integer sum below
+    // 2^24, so every variant must match the plain kernel to f32 rounding, whatever trick makes
+    // vpdpbusd's or maddubs' unsigned operand (a wrapped negation or a saturated pair fails).
     ThreadPool pool(1);
     struct Extreme {
         int T, K, group;
         bool cache_resident;
     };
     // The row kernels and the GEMMs; then decode with the cache hint: the 8-row kernels (rows 0..7,
-    // row 0 all -128) and the 4-row one (row 8), groups of 64 and of 32.
+    // row 0 all -127) and the 4-row one (row 8), groups of 64 and of 32.
     for (const Extreme e : {Extreme{2, 300, 64, false}, Extreme{40, 300, 64, false}, Extreme{1, 320, 64, true}, Extreme{1, 320, 32, true}}) {
     const int T = e.T, K = e.K, N = 9, group = e.group;
     CAPTURE(T);
@@ -288,8 +289,8 @@ TEST_CASE("linear int8: signed x signed extremes (-128 in W, +-127 in x) give th
     std::vector<float> x(static_cast<size_t>(T) * K);
     for (size_t i = 0; i < x.size(); ++i) x[i] = (i * 7 % 3 == 0) ? -1.0f : 1.0f;
     std::vector<int8_t> wq(static_cast<size_t>(N) * K);
-    for (size_t i = 0; i < wq.size(); ++i) wq[i] = static_cast<int8_t>(static_cast<int>(i * 37 % 256) - 128);
-    for (int k = 0; k < K; ++k) wq[k] = -128;  // row 0: all -128
+    for (size_t i = 0; i < wq.size(); ++i) wq[i] = static_cast<int8_t>(static_cast<int>(i * 37 % 255) - 127);
+    for (int k = 0; k < K; ++k) wq[k] = -127;  // row 0: all -127
     const int gpr = (K + group - 1) / group;
     std::vector<float> scales(static_cast<size_t>(N) * gpr, 1.0f);
     WeightView v;
