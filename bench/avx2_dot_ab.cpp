@@ -1,7 +1,8 @@
 // The avx2 int8 decode dot product before and after 2026-12-07, interleaved call by call in one
 // process (this VM's speed moves by up to 2x from one second to the next, so two builds timed
-// one after the other compare poorly). Both run the kernels' own templates:
-// linear_rows8_x86.h's 8-row kernel (weights in cache) and linear_int8_block.h's 4-row kernel.
+// one after the other compare poorly). Both run the kernels' own templates and policies
+// (linear_avx2_dot.h): linear_rows8_x86.h's 8-row kernel (weights in cache) and
+// linear_int8_block.h's 4-row kernel, the before form swapping in its dot alone.
 //   before: maddubs(|w|, x with w's sign), 5 instructions a row per 32 bytes;
 //   after:  maddubs(|x|, w with x's sign), |x| made once per chunk for every row: 4.
 // W [rows, 384] in groups of 64 (the full configuration's fc shape) for 64, 1024 and 12288 rows
@@ -16,69 +17,32 @@
 #include <random>
 #include <vector>
 
-#include "kernels/cpu/linear_int8_block.h"
+#include "kernels/cpu/linear_avx2_dot.h"
 #include "kernels/cpu/linear_rows8_x86.h"
 
 namespace {
 
 using namespace ember::kernels::linear_detail;
 
-struct XAbs {
-    __m256i x, abs;
-};
-
-// Before: |w| times x with w's sign, two vpsignb per row.
+// Before: |w| times x with w's sign, two vpsignb per row; x as loaded (no |x|).
 __m256i dot_before(__m256i x, __m256i w) {
     return _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(x, w)), _mm256_set1_epi16(1));
 }
 
-// After (linear_avx2.cpp): |x| times w with x's sign, one vpsignb per row.
-__m256i dot_after(const XAbs& x, __m256i w) {
-    return _mm256_madd_epi16(_mm256_maddubs_epi16(x.abs, _mm256_sign_epi8(w, x.x)), _mm256_set1_epi16(1));
-}
-
-XAbs load_abs(const int8_t* p) {
+XAbs load_before(const int8_t* p) {
     const __m256i x = load32(p);
-    return {x, _mm256_sign_epi8(x, x)};
+    return {x, x};
 }
 
-template <bool kAfter>
-struct Rows8 {
-    using I = __m256i;
-    using X = XAbs;  // before: x twice, no |x|
-    static constexpr int kBytes = 32;
-    static X load_x(const int8_t* p) {
-        if constexpr (kAfter) return load_abs(p);
-        const __m256i x = load32(p);
-        return {x, x};
-    }
-    static I start(const X*, int) { return _mm256_setzero_si256(); }
-    static I dot(I s, const X& x, const int8_t* w) {
-        if constexpr (kAfter) return _mm256_add_epi32(s, dot_after(x, load32(w)));
-        return _mm256_add_epi32(s, dot_before(x.x, load32(w)));
-    }
-    static __m256i fold(I s) { return s; }
+// The kernels' own policies (linear_avx2_dot.h) with the dot before in place of theirs.
+struct Rows8Before : Avx2Rows8 {
+    static X load_x(const int8_t* p) { return load_before(p); }
+    static I dot(I s, const X& x, const int8_t* w) { return _mm256_add_epi32(s, dot_before(x.x, load32(w))); }
 };
 
-template <bool kAfter>
-struct Rows4 {
-    using Vec = __m256i;
-    using Sum = __m256i;
-    using Acc = __m256;
-    using XVec = XAbs;
-    static constexpr int kChunk = 32;
-    struct Group {};
-    static Vec load(const int8_t* p) { return load32(p); }
-    static XVec load_x(const int8_t* p) { return Rows8<kAfter>::load_x(p); }
-    static void begin(Group&) {}
-    static void step(Group&, const XVec&) {}
-    static Sum zero() { return _mm256_setzero_si256(); }
-    static Sum dot(Sum s, const XVec& x, Vec w) {
-        if constexpr (kAfter) return _mm256_add_epi32(s, dot_after(x, w));
-        return _mm256_add_epi32(s, dot_before(x.x, w));
-    }
-    static Acc acc_zero() { return _mm256_setzero_ps(); }
-    static Acc fma(Acc acc, Sum s, const Group&, float scale) { return _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(scale), acc); }
+struct Rows4Before : Avx2Dot {
+    static XVec load_x(const int8_t* p) { return load_before(p); }
+    static Sum dot(Sum s, const XVec& x, Vec w) { return _mm256_add_epi32(s, dot_before(x.x, w)); }
 };
 
 struct Quartiles {
@@ -116,14 +80,14 @@ int main() {
         std::vector<double> r8, r4;
         for (int p = 0; p < kPairs; ++p) {
             a.y = y[0].data();
-            const double b8 = seconds([&] { rows8<Rows8<false>, 16384>(a, 0, rows, none); });
+            const double b8 = seconds([&] { rows8<Rows8Before, 16384>(a, 0, rows, none); });
             a.y = y[1].data();
-            const double a8 = seconds([&] { rows8<Rows8<true>, 16384>(a, 0, rows, none); });
+            const double a8 = seconds([&] { rows8<Avx2Rows8, 16384>(a, 0, rows, none); });
             if (y[0] != y[1]) return std::fprintf(stderr, "the 8-row kernels disagree\n"), 1;
             a.y = y[0].data();
-            const double b4 = seconds([&] { i8_rows<Rows4<false>>(a, 0, rows); });
+            const double b4 = seconds([&] { i8_rows<Rows4Before>(a, 0, rows); });
             a.y = y[1].data();
-            const double a4 = seconds([&] { i8_rows<Rows4<true>>(a, 0, rows); });
+            const double a4 = seconds([&] { i8_rows<Avx2Dot>(a, 0, rows); });
             if (y[0] != y[1]) return std::fprintf(stderr, "the 4-row kernels disagree\n"), 1;
             r8.push_back(b8 / a8), r4.push_back(b4 / a4);
         }
