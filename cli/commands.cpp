@@ -470,8 +470,8 @@ int cmd_bench(const BenchArgs& a) {
     const std::string kernels = std::string(kernels::linear_kernel_name(kernels::WType::F32)) + ", " +
                                 kernels::linear_kernel_name(kernels::WType::F16) + ", " + kernels::linear_kernel_name(i8) +
                                 ", attention/layernorm/activation: " + kernels::ops_kernel_name();
-    // The cache hint needs the last-level cache's size; where sysfs does not give it (some VMs
-    // and containers) the weights are taken to come from DRAM, which bench says.
+    // The cache hint needs the last-level cache's size; where neither EMBER_LLC_BYTES nor sysfs
+    // gives it (some VMs and containers) the weights are taken to come from DRAM, which bench says.
     const size_t llc = kernels::last_level_cache_bytes();
     if (a.json) {
         nlohmann::json j{{"engine", "ember"}, {"backend", backend.name()}, {"threads", threads}, {"runs", a.runs},
@@ -481,6 +481,7 @@ int cmd_bench(const BenchArgs& a) {
         if (!gpu) {
             j["kernels"] = kernels;
             j["last_level_cache_bytes"] = llc;  // 0: unknown
+            j["last_level_cache_source"] = kernels::last_level_cache_source();
             j["prefill_dispatches"] = prefill_counts.dispatches;  // the timed runs' (thread pool)
             j["prefill_solo_dispatches"] = prefill_counts.solo;
             j["decode_dispatches"] = decode_counts.dispatches;
@@ -504,10 +505,17 @@ int cmd_bench(const BenchArgs& a) {
             std::printf("backend: cpu\nthreads: %d\nkernels: %s\nkv cache: %s\n", threads, kernels.c_str(),
                         kernels::kv_dtype_name(so.kv_cache));
             if (llc == 0) {
-                std::printf("last-level cache: size unknown (no /sys/devices/system/cpu/cpu0/cache): int8 weights are taken to "
-                            "come from DRAM, so the 8-row decode kernel of cache-resident weights is not used\n");
+                std::printf("last-level cache: size unknown (no /sys/devices/system/cpu/cpu0/cache, EMBER_LLC_BYTES not set to a size): int8 "
+                            "weights are taken to come from DRAM, so the 8-row decode kernel of cache-resident weights is not used "
+                            "(EMBER_LLC_BYTES=32M, say, gives the cache's size)\n");
             } else {
-                std::printf("last-level cache: %.1f MiB; int8 weights %s\n", llc / 1048576.0,
+                char size[32];
+                if (llc >= (size_t{1} << 20)) {
+                    std::snprintf(size, sizeof size, "%.1f MiB", llc / 1048576.0);
+                } else {
+                    std::snprintf(size, sizeof size, "%zu KiB", llc >> 10);
+                }
+                std::printf("last-level cache: %s (%s); int8 weights %s\n", size, kernels::last_level_cache_source(),
                             model->weight_bytes() <= llc ? "fit in it (8-row decode kernel where the group size allows)"
                                                          : "exceed it");
             }

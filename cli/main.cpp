@@ -91,7 +91,7 @@ int main(int argc, char** argv) {
     // A file past `ulimit -f` is a failed write (EFBIG), said and cleaned up as a full disk
     // is, not a kill by SIGXFSZ that left OUT.tmp-PID behind.
     std::signal(SIGXFSZ, SIG_IGN);
-    cli::warn_unknown_cpu_kernels("ember");
+    cli::warn_bad_kernel_env("ember");
     CLI::App app{"ember: small GPT language models on the edge"};
     app.formatter(std::make_shared<cli::HelpFormatter>());
     app.footer("Each subcommand's options: ember SUBCOMMAND --help. The device program, a serial console: ember-console --help.\n"

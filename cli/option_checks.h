@@ -95,17 +95,27 @@ CLI::Option* add_int_option_once(CLI::App* app, const std::string& names, Int& v
     return add_int_option(app, names, v, lo, hi, help)->multi_option_policy(CLI::MultiOptionPolicy::Throw);
 }
 
-// A warning on stderr ("PROGRAM: warning: ...") when EMBER_CPU_KERNELS names no kernel level:
-// the kernels then fall back to plain (kernels/cpu/cpu_features.h), up to 10x slower, which a
-// typo ("AVX2") would otherwise leave unsaid.
-inline void warn_unknown_cpu_kernels(const char* program) {
+// Warnings on stderr ("PROGRAM: warning: ...") for the kernels' environment variables: when
+// EMBER_CPU_KERNELS names no kernel level (the kernels then fall back to plain,
+// kernels/cpu/cpu_features.h, up to 10x slower, which a typo such as "AVX2" would otherwise
+// leave unsaid), and when EMBER_LLC_BYTES is set to no size (it is then ignored).
+inline void warn_bad_kernel_env(const char* program) {
     const char* env = std::getenv("EMBER_CPU_KERNELS");
     kernels::CpuLevel level;
-    if (env == nullptr || *env == '\0' || kernels::parse_cpu_level(env, &level)) return;
-    std::string names;
-    for (kernels::CpuLevel l : kernels::kCpuLevels) names += std::string(names.empty() ? "" : ", ") + kernels::cpu_level_name(l);
-    std::fprintf(stderr, "%s: warning: EMBER_CPU_KERNELS='%s' is not a kernel level (%s, in lower case): the plain kernels run\n", program,
-                 printable(env, 40).c_str(), names.c_str());
+    if (env != nullptr && *env != '\0' && !kernels::parse_cpu_level(env, &level)) {
+        std::string names;
+        for (kernels::CpuLevel l : kernels::kCpuLevels) names += std::string(names.empty() ? "" : ", ") + kernels::cpu_level_name(l);
+        std::fprintf(stderr, "%s: warning: EMBER_CPU_KERNELS='%s' is not a kernel level (%s, in lower case): the plain kernels run\n",
+                     program, printable(env, 40).c_str(), names.c_str());
+    }
+    const char* llc = std::getenv("EMBER_LLC_BYTES");
+    size_t bytes = 0;
+    if (llc != nullptr && !kernels::parse_cache_size(llc, &bytes)) {
+        std::fprintf(stderr,
+                     "%s: warning: EMBER_LLC_BYTES='%s' is not a cache size (digits, then K, M or G: 32M): ignored, the size is "
+                     "sysfs's\n",
+                     program, printable(llc, 40).c_str());
+    }
 }
 
 }  // namespace ember::cli

@@ -79,7 +79,7 @@ void make_raw(int fd) {
 
 int main(int argc, char** argv) {
     ember::report_truncated_model_files();  // a model file truncated under its mapping: said, not only "Bus error"
-    cli::warn_unknown_cpu_kernels("ember-console");
+    cli::warn_bad_kernel_env("ember-console");
     CLI::App app{"ember-console: the ember serial console (generate, load, eval, finetune, flash)"};
     app.formatter(std::make_shared<cli::HelpFormatter>());
     app.footer("Type help at the console's prompt for its commands. The host's side: ember --help (ember flash sends a model).");

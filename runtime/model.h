@@ -118,8 +118,8 @@ struct LoadOptions {
     // counts against RLIMIT_MEMLOCK; munmap unlocks it.
     bool mlock = false;
     // With mmap and without mlock: the checksum reads the data section in 64 MiB chunks and
-    // drops each chunk's pages from this process once hashed, as the finiteness check of f32
-    // and f16 tensors does each tensor's (madvise MADV_DONTNEED; they stay in the page cache,
+    // drops each chunk's pages from this process once hashed, as the value checks (f32 and f16
+    // finite, int8 not -128) do each tensor's (madvise MADV_DONTNEED; they stay in the page cache,
     // and a later touch maps them again). For an open that only verifies (the converter's check
     // of the file it wrote): the check does not make the file resident.
     bool drop_checked_pages = false;

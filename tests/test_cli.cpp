@@ -514,7 +514,7 @@ TEST_CASE("--kv-cache f16|f32 on generate, eval and bench, and bench --json reco
     CHECK(be.out.find("kv cache: f16") != std::string::npos);  // the default
     // The last-level cache that the int8 decode hint is sized by, or why there is none.
     const size_t llc = ember::kernels::last_level_cache_bytes();
-    CHECK(be.out.find(llc == 0 ? "last-level cache: size unknown (no /sys/devices/system/cpu/cpu0/cache)" : "last-level cache: ") !=
+    CHECK(be.out.find(llc == 0 ? "last-level cache: size unknown (no /sys/devices/system/cpu/cpu0/cache, EMBER_LLC_BYTES not set to a size)" : "last-level cache: ") !=
           std::string::npos);
     if (llc != 0) {
         // One sentence: "int8 weights fit in it (...)" or "int8 weights exceed it", never "fit in (...) it".
@@ -525,6 +525,27 @@ TEST_CASE("--kv-cache f16|f32 on generate, eval and bench, and bench --json reco
     }
     const Run js = ember_cli("bench -m " + q(good) + " -p 4 -n 3 --runs 1 --backend cpu --json", dir);
     CHECK(js.out.find("\"last_level_cache_bytes\":" + std::to_string(llc)) != std::string::npos);
+    // EMBER_LLC_BYTES gives the size where sysfs has none (some VMs): the hint follows it.
+    for (const char* size : {"64M", "1K"}) {
+        CAPTURE(size);
+        const Run e = ember_cli_in_shell(std::string("EMBER_LLC_BYTES=") + size, "bench -m " + q(good) + " -p 4 -n 3 --runs 1 --backend cpu", dir);
+        CHECK(e.status == 0);
+        CHECK(e.err.empty());
+        const bool big = size[1] == '4';
+        CHECK(e.out.find(big ? "last-level cache: 64.0 MiB (EMBER_LLC_BYTES); int8 weights fit in it" : "last-level cache: 1 KiB (EMBER_LLC_BYTES); int8 weights exceed it") !=
+              std::string::npos);
+        if (ember::kernels::cpu_level() == ember::kernels::CpuLevel::Avx2 || ember::kernels::cpu_level() == ember::kernels::CpuLevel::AvxVnni ||
+            ember::kernels::cpu_level() == ember::kernels::CpuLevel::Avx512) {
+            CHECK((e.out.find("(8-row decode: weights in cache)") != std::string::npos) == big);  // groups of 64
+        }
+        const Run ej = ember_cli_in_shell(std::string("EMBER_LLC_BYTES=") + size, "bench -m " + q(good) + " -p 4 -n 3 --runs 1 --backend cpu --json", dir);
+        CHECK(ej.out.find(std::string("\"last_level_cache_bytes\":") + (big ? "67108864" : "1024")) != std::string::npos);
+        CHECK(ej.out.find("\"last_level_cache_source\":\"EMBER_LLC_BYTES\"") != std::string::npos);
+    }
+    const Run bad_llc = ember_cli_in_shell("EMBER_LLC_BYTES=32MiB", "bench -m " + q(good) + " -p 4 -n 3 --runs 1 --backend cpu --json", dir);
+    CHECK(bad_llc.status == 0);
+    CHECK(bad_llc.err == "ember: warning: EMBER_LLC_BYTES='32MiB' is not a cache size (digits, then K, M or G: 32M): ignored, the size is sysfs's\n");
+    CHECK(bad_llc.out.find("\"last_level_cache_bytes\":" + std::to_string(llc)) != std::string::npos);
     check_refused(ember_cli("generate -m " + q(good) + " -n 5 --kv-cache bf16", dir), "--kv-cache");
 }
 

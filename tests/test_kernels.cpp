@@ -515,7 +515,51 @@ TEST_CASE("thread pool idle clock: /proc/stat's idle time of this process's CPUs
     CHECK(b - a <= cpus * (elapsed + 0.02));
 }
 
+TEST_CASE("parse_cache_size: sysfs's and a person's sizes, nothing else") {
+    struct Case {
+        const char* s;
+        bool ok;
+        size_t bytes;
+    };
+    for (const Case& c : {Case{"32768K", true, size_t{32} << 20}, Case{"32M", true, size_t{32} << 20}, Case{"32m", true, size_t{32} << 20},
+                          Case{"1G", true, size_t{1} << 30}, Case{"512k", true, 512 * 1024}, Case{"4096", true, 4096}, Case{"0", true, 0},
+                          Case{"", false, 0}, Case{"M", false, 0}, Case{"32x", false, 0}, Case{"32MiB", false, 0}, Case{" 32M", false, 0},
+                          Case{"-1", false, 0}, Case{"+32M", false, 0}, Case{"0x20M", false, 0}, Case{"3.5M", false, 0},
+                          Case{"281474976710656", true, size_t{1} << 48}, Case{"281474976710657", false, 0}, Case{"262145G", false, 0},
+                          Case{"99999999999999999999999", false, 0}}) {
+        CAPTURE(c.s);
+        size_t got = 12345;
+        CHECK(parse_cache_size(c.s, &got) == c.ok);
+        CHECK(got == (c.ok ? c.bytes : size_t{12345}));  // untouched when refused
+    }
+    CHECK_FALSE(parse_cache_size(nullptr, nullptr));
+}
+
+TEST_CASE("last_level_cache_bytes: EMBER_LLC_BYTES where it is a size, sysfs where it is not") {
+    const char* before = std::getenv("EMBER_LLC_BYTES");
+    const std::string saved = before ? before : "";
+    unsetenv("EMBER_LLC_BYTES");
+    const size_t sysfs = last_level_cache_bytes();
+    CHECK(std::string(last_level_cache_source()) == (sysfs ? "sysfs" : "unknown"));
+    setenv("EMBER_LLC_BYTES", "3M", 1);
+    CHECK(last_level_cache_bytes() == size_t{3} << 20);
+    CHECK(std::string(last_level_cache_source()) == "EMBER_LLC_BYTES");
+    setenv("EMBER_LLC_BYTES", "0", 1);  // unknown, whatever sysfs says
+    CHECK(last_level_cache_bytes() == 0);
+    setenv("EMBER_LLC_BYTES", "32 M", 1);  // not a size: ignored (the programs warn, cli/option_checks.h)
+    CHECK(last_level_cache_bytes() == sysfs);
+    if (before) {
+        setenv("EMBER_LLC_BYTES", saved.c_str(), 1);
+    } else {
+        unsetenv("EMBER_LLC_BYTES");
+    }
+}
+
 TEST_CASE("last_level_cache_bytes reads sysfs: at least the L1 data cache where sysfs describes one") {
+    if (std::getenv("EMBER_LLC_BYTES")) {
+        MESSAGE("skipped: EMBER_LLC_BYTES is set");
+        return;
+    }
     // cpu0's first cache index is its L1 data cache on x86-64 and on the aarch64 kernels that
     // describe caches at all; a parse that fails returns 0, below it.
     std::ifstream size_file("/sys/devices/system/cpu/cpu0/cache/index0/size");

@@ -118,7 +118,26 @@ CpuLevel cpu_level() {
     return level;
 }
 
-size_t last_level_cache_bytes() {
+bool parse_cache_size(const char* s, size_t* out) {
+    if (s == nullptr || *s < '0' || *s > '9') return false;
+    unsigned long long n = 0;
+    for (; *s >= '0' && *s <= '9'; ++s) {
+        n = n * 10 + static_cast<unsigned>(*s - '0');
+        if (n > (1ull << 48)) return false;
+    }
+    unsigned shift = 0;
+    if (*s == 'K' || *s == 'k') shift = 10, ++s;
+    else if (*s == 'M' || *s == 'm') shift = 20, ++s;
+    else if (*s == 'G' || *s == 'g') shift = 30, ++s;
+    if (*s != '\0' || n > (1ull << 48) >> shift) return false;
+    *out = static_cast<size_t>(n << shift);
+    return true;
+}
+
+namespace {
+
+// The sysfs size above, 0 where unknown.
+size_t sysfs_last_level_cache_bytes() {
     // sysfs, as the kernel describes cpu0's caches: the highest data or unified level's size
     // ("32768K"). Not glibc's sysconf(_SC_LEVEL3_CACHE_SIZE), which read 256 MiB in a 2-vCPU
     // EPYC VM whose kernel (and lscpu) give 32 MiB.
@@ -130,14 +149,31 @@ size_t last_level_cache_bytes() {
         int level = 0;
         std::string type, size;
         if (!(level_file >> level) || !(type_file >> type) || !(size_file >> size)) break;
-        if (type == "Instruction" || level <= best_level || size.empty()) continue;
-        char* end = nullptr;
-        const unsigned long long n = std::strtoull(size.c_str(), &end, 10);
-        const unsigned long long unit = *end == 'K' ? 1ull << 10 : *end == 'M' ? 1ull << 20 : *end == 'G' ? 1ull << 30 : 1;
-        best = static_cast<size_t>(n * unit);
+        if (type == "Instruction" || level <= best_level) continue;
+        size_t n = 0;
+        if (!parse_cache_size(size.c_str(), &n)) continue;
+        best = n;
         best_level = level;
     }
     return best;
+}
+
+bool env_cache_bytes(size_t* out) {
+    const char* env = std::getenv("EMBER_LLC_BYTES");
+    return env != nullptr && parse_cache_size(env, out);
+}
+
+}  // namespace
+
+size_t last_level_cache_bytes() {
+    size_t n = 0;
+    return env_cache_bytes(&n) ? n : sysfs_last_level_cache_bytes();
+}
+
+const char* last_level_cache_source() {
+    size_t n = 0;
+    if (env_cache_bytes(&n)) return "EMBER_LLC_BYTES";
+    return sysfs_last_level_cache_bytes() != 0 ? "sysfs" : "unknown";
 }
 
 }  // namespace ember::kernels

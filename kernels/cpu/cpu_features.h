@@ -48,9 +48,20 @@ constexpr CpuLevel kCpuLevels[] = {CpuLevel::Plain, CpuLevel::Avx2, CpuLevel::Av
 // cap; an unknown name: plain). Computed once, on first call; thread-safe.
 CpuLevel cpu_level();
 
-// Bytes of this CPU's last-level cache as Linux's sysfs gives it for cpu0 (the highest data or
-// unified level of /sys/devices/system/cpu/cpu0/cache/index*), 0 where unknown: for the int8
-// decode hint of weights.h.
+// Bytes of this CPU's last-level cache, 0 where unknown: for the int8 decode hint of weights.h.
+// EMBER_LLC_BYTES where it is set to a size (parse_cache_size: "32M"; "0" means unknown), else
+// Linux's sysfs for cpu0 (the highest data or unified level of
+// /sys/devices/system/cpu/cpu0/cache/index*). Some VMs have no cpu0/cache in sysfs and hide
+// CPUID's cache leaves (glibc's sysconf then reads the whole socket's L3: 508 MiB in a 2-vCPU
+// EPYC VM with 32 MiB per core cluster); there the variable says it.
 size_t last_level_cache_bytes();
+
+// Where last_level_cache_bytes() took its size: "EMBER_LLC_BYTES", "sysfs" or "unknown".
+const char* last_level_cache_source();
+
+// A cache size as sysfs writes one and a person would type it: decimal digits, then nothing
+// (bytes) or one of K, M, G (or k, m, g: KiB, MiB, GiB). False for anything else, and for a
+// size past 2^48 bytes.
+bool parse_cache_size(const char* s, size_t* out);
 
 }  // namespace ember::kernels
