@@ -91,6 +91,7 @@ int cmd_flash(const FlashArgs& a) {
     auto t_data = t0;  // when the device acknowledged the last byte (then it verifies and installs)
     o.progress = [&](uint64_t acked, uint64_t total, uint64_t from) {
         if (acked == total) t_data = std::chrono::steady_clock::now();
+        if (from > 0 && from == total) return;  // the device holds every byte: no bar, said at the end
         if (from > 0 && !resumed_said) {
             progress.finish();
             std::fprintf(stderr, "resuming at byte %llu of %llu\n", static_cast<unsigned long long>(from), static_cast<unsigned long long>(total));
@@ -104,6 +105,15 @@ int cmd_flash(const FlashArgs& a) {
         const auto t1 = std::chrono::steady_clock::now();
         if (t_data < t0 || t_data > t1) t_data = t1;
         const double sent = std::chrono::duration<double>(t_data - t0).count(), install = std::chrono::duration<double>(t1 - t_data).count();
+        if (r.resumed_from == r.bytes) {
+            // The offer found every byte on the device (the same file installed, or a transfer that
+            // had ended before its check): nothing went over the line.
+            std::printf("flashed %s as %s.ember: nothing sent, the device held all %llu bytes; checked by the device in %.1f s\n",
+                        printable(a.model, 200).c_str(), name.c_str(), static_cast<unsigned long long>(r.bytes),
+                        std::chrono::duration<double>(t1 - t0).count());
+            std::printf("device: %s\n", r.message.c_str());
+            return 0;
+        }
         // The rate is the progress bar's: bytes sent this run over the time until the last was acknowledged.
         std::printf("flashed %s as %s.ember: %llu bytes sent in %.1f s (%s/s), %llu retransmissions; verified and installed by the device in %.1f s\n",
                     printable(a.model, 200).c_str(), name.c_str(), static_cast<unsigned long long>(r.bytes), sent,

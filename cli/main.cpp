@@ -204,7 +204,7 @@ int main(int argc, char** argv) {
     ftc->add_option("--resume", ft.resume, "adapter file of an interrupted run: go on from its step")->check(cli::file_name_check());
     cli::add_int_option(ftc, "--threads", ft.opts.threads, 0, kMaxThreads, "0 = all cores");
     ftc->add_flag("--skip-unknown", ft.skip_unknown, "drop (and count) characters outside a char model's vocabulary (a BPE model has none: no-op)");
-    cli::add_int_option(ftc, "--log-every", ft.log_every, 1, 1 << 30, "progress line every N steps");
+    cli::add_int_option(ftc, "--log-every", ft.log_every, 1, 1 << 30, "progress line every N steps, 1..2^30")->type_name("N");
     ftc->add_option("--log", ft.log, "CSV log: step,loss,val_loss,lr,tokens_per_s, a row per step (appended)")->check(cli::file_name_check());
     ftc->add_flag("--merge", ft.merge, "fold --adapter into the weights, requantized to the base's dtype, written to -o");
     ftc->add_option("--adapter", ft.adapter, "with --merge: the adapter to fold in")->check(cli::file_name_check());

@@ -119,6 +119,15 @@ TEST_CASE("ember flash + ember-console over ptys: the default model, then gen eq
         CHECK(r.out.find("as shakespeare_char.ember:") != std::string::npos);
         CHECK(r.out.find("device: installed shakespeare_char.ember") != std::string::npos);
         CHECK(r.err.find("100% [") != std::string::npos);
+        // The same file again: nothing to send, said so (it printed "resuming at byte N of N", a bar
+        // at 0 B/s and "N bytes sent").
+        const Run again = run(flash, dir);
+        CAPTURE(again.err);
+        REQUIRE(again.status == 0);
+        CHECK(again.out.find("as shakespeare_char.ember: nothing sent, the device held all ") != std::string::npos);
+        CHECK(again.out.find("device: already installed shakespeare_char.ember") != std::string::npos);
+        CHECK(again.err.find("resuming") == std::string::npos);
+        CHECK(again.err.find("B/s") == std::string::npos);
         relay.stop();
     }
     CHECK(sha256_file(dev_dir + "/shakespeare_char.ember") == sha256_file(co.out));
