@@ -122,7 +122,9 @@ std::unique_ptr<Model> Model::open(const std::string& path, const LoadOptions& l
     if (fd < 0) fail(f, ": cannot open: ", std::strerror(errno));
     struct stat st {};
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        const bool dir = S_ISDIR(st.st_mode);
         ::close(fd);
+        if (dir) fail(f, ": is a directory, not a file (give an .ember file)");
         fail(f, ": not a regular file");
     }
     m->size_ = static_cast<size_t>(st.st_size);

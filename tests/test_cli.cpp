@@ -259,6 +259,35 @@ TEST_CASE("ember eval refuses a loss that is not finite (weights that overflow f
     CHECK(con.find("OK loss") == std::string::npos);
 }
 
+TEST_CASE("ember eval refuses an int8 model whose activations overflow f32 at every kernel level, where plain printed a finite loss") {
+    ember::test::TempDir dir;
+    // gptpy/model.safetensors with block 0's first FFN weight's first 4 rows set to +-3e38: int8
+    // keeps them (scale 3e38 / 127), and those FFN outputs overflow to +-inf, which the next
+    // linear quantizes.
+    std::string bytes = ember::test::read_file(fixture("gptpy/model.safetensors"));
+    int C = 0;
+    const size_t at = safetensors_data_at(bytes, "blocks.0.ffwd.net.0.weight", &C);
+    for (int c = 0; c < 4 * C; ++c) {
+        const float v = c % 2 ? 3e38f : -3e38f;
+        std::memcpy(&bytes[at + 4 * static_cast<size_t>(c)], &v, 4);
+    }
+    ember::test::write_file(dir.file("huge.safetensors"), bytes);
+    const Run conv = ember_cli("convert " + q(dir.file("huge.safetensors")) + " -o " + q(dir.file("huge.ember")) + " --vocab-text " +
+                                   q(fixture("gptpy/vocab.txt")),
+                               dir);
+    INFO(conv.err);
+    REQUIRE(conv.status == 0);
+    ember::test::write_file(dir.file("text.txt"), "The quick brown fox jumps over the lazy dog. The quick brown fox.\n");
+    for (const std::string level : {"plain", ""}) {  // "": the highest level this CPU has
+        CAPTURE(level);
+        const Run r = ember_cli_in_shell("EMBER_CPU_KERNELS=" + level,
+                                         "eval -m " + q(dir.file("huge.ember")) + " --text " + q(dir.file("text.txt")) + " --split all", dir);
+        CAPTURE(r.out);
+        check_refused(r, "eval: the loss is nan: ");
+        CHECK(r.out.find("loss") == std::string::npos);
+    }
+}
+
 TEST_CASE("ember --help: each type once, a pointer to the subcommands' help and ember-console's, and errors naming the subcommand's help") {
     ember::test::TempDir dir;
     const Run top = ember_cli("--help", dir);
@@ -326,7 +355,7 @@ TEST_CASE("ember: bad option values give one line and exit 1") {
     check_refused(ember_cli("info", dir), "ember: error: a model is required: ember info MODEL (or -m MODEL) (see ember info --help)");
     check_refused(ember_cli("convert " + q(fixture("gptpy/model.pt")) + " --vocab-text " + q(dir.path()) + " -o " + q(dir.file("o.ember")), dir),
                   "is a directory");
-    check_refused(ember_cli("generate -m " + q(dir.path()) + " -n 3", dir), "not a regular file");
+    check_refused(ember_cli("generate -m " + q(dir.path()) + " -n 3", dir), ": is a directory, not a file (give an .ember file)");
     check_refused(ember_cli("generate -m x.ember --seed -1", dir), "--seed: '-1' is not an integer >= 0");
     // A stop string that is not UTF-8 could never match the text; more than 16 cost a search each per token.
     check_refused(ember_cli("generate -m x.ember --stop \"$(printf 'ab\\377')\"", dir), "--stop 'ab\\xff': invalid UTF-8 at byte 2 (it could never match)");

@@ -161,6 +161,53 @@ TEST_CASE("repetition penalty: a repeated id is penalized once, signs, R = 1 and
     CHECK_THROWS_WITH_AS(bad.validate(), doctest::Contains("repeat-last-n"), Error);
 }
 
+TEST_CASE("ContextWindow shift: a prompt past block_size in one append ends in the state of one token at a time, running only its last window") {
+    // A model of the KV cache: each row holds a hash of its token, its position and the rows it
+    // attends to. Appending token by token is the policy as it always ran; one append of the
+    // whole prompt skips every chunk whose K/V the next recompute drops (context.h), and must end
+    // with the same rows, having run at most block_size + block_size / 2 of them.
+    for (const int S : {4, 8, 9, 128}) {
+        for (const int n : {1, S - 1, S, S + 1, S + S / 2, S + S / 2 + 1, 5 * S + 3, 40 * S + 7}) {
+            CAPTURE(S);
+            CAPTURE(n);
+            std::vector<int> ids(n);
+            for (int i = 0; i < n; ++i) ids[i] = (i * 37 + 11) % 1000;
+            struct Run {
+                std::vector<int> hist, win;
+                std::vector<uint64_t> rows;
+                int64_t run = 0;
+                uint64_t last = 0;
+            };
+            auto forward_into = [](Run& r) {
+                return [&r](const int* t, int T, int pos0, int row0, int n_keys0) {
+                    for (int k = 0; k < T; ++k) {
+                        const uint64_t own = 1469598103934665603ull ^ (static_cast<uint64_t>(t[k]) << 20) ^ static_cast<uint64_t>(pos0 + k);
+                        uint64_t h = own;
+                        for (int j = 0; j < n_keys0 + k; ++j) h = (h ^ (j == row0 + k ? own : r.rows[j])) * 1099511628211ull;
+                        r.rows[row0 + k] = h;
+                        r.last = h;
+                    }
+                    r.run += T;
+                };
+            };
+            Run one{std::vector<int>(S), std::vector<int>(S), std::vector<uint64_t>(S), 0, 0};
+            Run each = one;
+            ContextWindow a(ContextPolicy::Shift, S, one.hist.data(), one.win.data());
+            a.append(ids.data(), n, forward_into(one));
+            ContextWindow b(ContextPolicy::Shift, S, each.hist.data(), each.win.data());
+            for (int i = 0; i < n; ++i) b.append(&ids[i], 1, forward_into(each));
+            CHECK(one.last == each.last);
+            CHECK(a.tokens_seen() == b.tokens_seen());
+            CHECK(one.run <= S + S / 2);
+            // And the next token, appended alone, sees the same cache.
+            const int next = 5;
+            a.append(&next, 1, forward_into(one));
+            b.append(&next, 1, forward_into(each));
+            CHECK(one.last == each.last);
+        }
+    }
+}
+
 TEST_CASE("repetition penalty: greedy decoding with it equals PyTorch's, past block_size") {
     const auto ex = test::load_json(fixture("sampling/expected.json"));
     test::TempDir dir;

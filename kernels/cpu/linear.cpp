@@ -103,11 +103,10 @@ void quantize_plain(const float* x, int K, int group, int8_t* xq, float* xs) {
     for (int g = 0; g < n_groups; ++g) {
         const int begin = g * group;
         const int end = std::min(K, begin + group);
-        float amax = 0.0f;
-        for (int k = begin; k < end; ++k) amax = std::max(amax, std::fabs(x[k]));
-        const float inv = amax > 0.0f ? 127.0f / amax : 0.0f;
-        xs[g] = amax / 127.0f;
-        for (int k = begin; k < end; ++k) xq[k] = static_cast<int8_t>(std::nearbyint(x[k] * inv));
+        float amax = 0.0f, probe = 0.0f;  // probe: x * 0 summed, NaN where an x is inf or NaN
+        for (int k = begin; k < end; ++k) amax = std::max(amax, std::fabs(x[k])), probe += x[k] * 0.0f;
+        const float inv = linear_detail::group_quant_factor(amax, probe == 0.0f, &xs[g]);
+        for (int k = begin; k < end; ++k) xq[k] = inv == 0.0f ? 0 : static_cast<int8_t>(std::nearbyint(x[k] * inv));
     }
 }
 

@@ -315,18 +315,26 @@ void quantize_avx2(const float* x, int K, int group, int8_t* xq, float* xs) {
         const int begin = g * group;
         const int end = min_int(K, begin + group);
         int k = begin;
-        __m256 vmax = _mm256_setzero_ps();
-        for (; k + 8 <= end; k += 8) vmax = _mm256_max_ps(vmax, _mm256_and_ps(_mm256_loadu_ps(x + k), abs_mask));
+        __m256 vmax = _mm256_setzero_ps(), vprobe = _mm256_setzero_ps();  // probe: x * 0 summed (NaN for an inf or NaN)
+        for (; k + 8 <= end; k += 8) {
+            const __m256 v = _mm256_loadu_ps(x + k);
+            vmax = _mm256_max_ps(vmax, _mm256_and_ps(v, abs_mask));
+            vprobe = _mm256_fmadd_ps(v, _mm256_setzero_ps(), vprobe);
+        }
         __m128 m = _mm_max_ps(_mm256_castps256_ps128(vmax), _mm256_extractf128_ps(vmax, 1));
         m = _mm_max_ps(m, _mm_movehl_ps(m, m));
         m = _mm_max_ss(m, _mm_movehdup_ps(m));
-        float amax = _mm_cvtss_f32(m);
+        float amax = _mm_cvtss_f32(m), probe = hsum(vprobe);
         for (; k < end; ++k) {
             const float v = __builtin_fabsf(x[k]);
             amax = v > amax ? v : amax;
+            probe += x[k] * 0.0f;
         }
-        const float inv = amax > 0.0f ? 127.0f / amax : 0.0f;
-        xs[g] = amax / 127.0f;
+        const float inv = group_quant_factor(amax, probe == 0.0f, &xs[g]);
+        if (inv == 0.0f) {
+            for (k = begin; k < end; ++k) xq[k] = 0;
+            continue;
+        }
         const __m256 vinv = _mm256_set1_ps(inv);
         for (k = begin; k + 8 <= end; k += 8) {
             const __m256i i32 = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + k), vinv));

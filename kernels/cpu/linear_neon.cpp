@@ -150,15 +150,23 @@ void quantize_neon(const float* x, int K, int group, int8_t* xq, float* xs) {
         const int begin = g * group;
         const int end = min_int(K, begin + group);
         int k = begin;
-        float32x4_t vmax = vdupq_n_f32(0.0f);
-        for (; k + 4 <= end; k += 4) vmax = vmaxq_f32(vmax, vabsq_f32(vld1q_f32(x + k)));
-        float amax = vmaxvq_f32(vmax);
+        float32x4_t vmax = vdupq_n_f32(0.0f), vprobe = vdupq_n_f32(0.0f);  // probe: x * 0 summed (NaN for an inf or NaN)
+        for (; k + 4 <= end; k += 4) {
+            const float32x4_t v = vld1q_f32(x + k);
+            vmax = vmaxq_f32(vmax, vabsq_f32(v));
+            vprobe = vfmaq_f32(vprobe, v, vdupq_n_f32(0.0f));
+        }
+        float amax = vmaxvq_f32(vmax), probe = vaddvq_f32(vprobe);
         for (; k < end; ++k) {
             const float v = __builtin_fabsf(x[k]);
             amax = v > amax ? v : amax;
+            probe += x[k] * 0.0f;
         }
-        const float inv = amax > 0.0f ? 127.0f / amax : 0.0f;
-        xs[g] = amax / 127.0f;
+        const float inv = group_quant_factor(amax, probe == 0.0f, &xs[g]);
+        if (inv == 0.0f) {
+            for (k = begin; k < end; ++k) xq[k] = 0;
+            continue;
+        }
         for (k = begin; k + 8 <= end; k += 8) {
             const int32x4_t lo = vcvtnq_s32_f32(vmulq_n_f32(vld1q_f32(x + k), inv));
             const int32x4_t hi = vcvtnq_s32_f32(vmulq_n_f32(vld1q_f32(x + k + 4), inv));

@@ -54,8 +54,30 @@ size_t f_gemm_scratch_floats(int K);
 
 // Writes y[:, n_begin:n_end] (bias added). Int8 reads xq/xs, which a QuantizeFn wrote.
 using RowsFn = void (*)(const Args& a, int n_begin, int n_end);
-// One row x [K] -> xq [K], xs [ceil(K / group)]: xs = absmax / 127, xq = round_half_even(x / xs).
+// One row x [K] -> xq [K], xs [ceil(K / group)]: xs = absmax / 127, xq = round_half_even(x / xs),
+// per group as group_quant_factor() below says.
 using QuantizeFn = void (*)(const float* x, int K, int group, int8_t* xq, float* xs);
+
+// Below this largest magnitude a group of x quantizes to zeros: 127 / amax would overflow f32
+// (under about 3.7e-37).
+constexpr float kMinQuantAmax = 1e-36f;
+
+// One group's scale, the same in every QuantizeFn (so that all give the same integers), from
+// its largest magnitude and whether every value in it is finite:
+//   - finite, amax >= kMinQuantAmax: xs = amax / 127, returns 127 / amax;
+//   - finite, amax smaller: xs = amax / 127, returns 0 (its xq are zeros);
+//   - an inf or a NaN in it (activations that overflowed f32): xs = NaN, returns 0, and the caller
+//     writes zeros: every output the group feeds is then NaN, as in f32 arithmetic (it was a
+//     finite, wrong number: the cast of inf or NaN to int8 is undefined, and plain and avx2 made
+//     different integers of it).
+inline float group_quant_factor(float amax, bool finite, float* xs) {
+    if (!finite) {
+        *xs = __builtin_nanf("");
+        return 0.0f;
+    }
+    *xs = amax / 127.0f;
+    return amax >= kMinQuantAmax ? 127.0f / amax : 0.0f;
+}
 
 // Writes y[t_begin:t_end, n_begin:n_end] (bias added) as a blocked GEMM (linear_gemm_int8.h
 // for int8): prefill, T >= kGemmMinRows in linear.cpp. Int8 reads xq/xs, which a QuantizeFn wrote.

@@ -322,6 +322,59 @@ TEST_CASE("linear int8: signed x signed extremes (+-127 in W and in x) give the 
     }
 }
 
+TEST_CASE("linear int8: a row of x holding an inf or a NaN gives NaN outputs at every level, one of magnitudes under 1e-36 gives zeros") {
+    // Activations that overflowed f32 (a model whose weights are too large): the cast of inf or
+    // NaN to int8 was undefined behaviour, plain gave a finite wrong y and avx2 another one. Now
+    // such a group's scale is NaN and its integers 0 (linear_variants.h, group_quant_factor),
+    // so every output of that row is NaN, as f32 weights give. A row whose values are all below
+    // kMinQuantAmax (127 / amax would overflow) quantizes to zeros: y = bias.
+    ThreadPool pool(2);
+    const int K = 200, N = 12, group = 64;
+    for (const int T : {4, 40}) {  // row kernels, GEMMs
+        CAPTURE(T);
+        std::vector<float> x = randn(static_cast<size_t>(T) * K, 77, 1.0f);
+        x[1 * K + 70] = INFINITY;                                    // row 1: an inf in group 1
+        x[2 * K + 199] = NAN;                                        // row 2: a NaN in the short last group
+        x[3 * K + 5] = -INFINITY;                                    // row 3: -inf in group 0
+        for (int k = 0; k < K; ++k) x[static_cast<size_t>(4 % T) * K + k] = (k % 2 ? 1e-38f : -3e-39f);  // row 0 (T 4) or 4
+        const auto w = randn(static_cast<size_t>(N) * K, 78, 0.05f);
+        const auto bias = randn(N, 79, 1.0f);
+        const Quantized q = quantize(w, N, K, group);
+        WeightView v;
+        v.type = WType::I8;
+        v.rows = N;
+        v.cols = K;
+        v.data = q.q.data();
+        v.scales = q.scales.data();
+        v.group_size = group;
+        std::vector<int8_t> xq(linear_scratch_xq_bytes(T, K));
+        std::vector<float> xs(linear_scratch_xs_bytes(T, K, group) / sizeof(float));
+        const LinearScratch scratch{xq.data(), xs.data()};
+        std::vector<float> plain(static_cast<size_t>(T) * N);
+        linear_at(CpuLevel::Plain, x.data(), T, v, bias.data(), plain.data(), scratch, pool);
+        for (CpuLevel level : levels_to_test()) {
+            const std::string level_name = cpu_level_name(level);
+            CAPTURE(level_name);
+            std::vector<float> y(plain.size(), 0.0f);
+            linear_at(level, x.data(), T, v, bias.data(), y.data(), scratch, pool);
+            for (int t = 0; t < T; ++t) {
+                CAPTURE(t);
+                for (int n = 0; n < N; ++n) {
+                    const float got = y[static_cast<size_t>(t) * N + n];
+                    if (t >= 1 && t <= 3) {
+                        CHECK(std::isnan(got));
+                    } else if (t == 4 % T) {
+                        CHECK(got == bias[n]);
+                    } else {
+                        CHECK(std::isfinite(got));
+                        CHECK(got == doctest::Approx(plain[static_cast<size_t>(t) * N + n]).epsilon(1e-5));
+                    }
+                }
+            }
+        }
+    }
+}
+
 // scripts/cross-aarch64.sh runs the suite under qemu twice and names the level each emulated
 // CPU must give (i8mm with -cpu max, neon with -cpu cortex-a57), so that a pass meant to run the
 // NEON kernels cannot quietly run the dotprod ones. Unset (a native run): the level is only shown.
