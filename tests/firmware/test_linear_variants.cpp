@@ -81,6 +81,29 @@ struct RandomInputs {
           b(i % 2 ? bias.data() : nullptr) {}
 };
 
+// The int8 view of q, W [N, K] in groups of `group`.
+WeightView i8_view(const Quantized& q, int N, int K, int group) {
+    WeightView v;
+    v.type = WType::I8;
+    v.rows = N;
+    v.cols = K;
+    v.data = q.q.data();
+    v.scales = q.scales.data();
+    v.group_size = group;
+    return v;
+}
+
+// LinearScratch for int8 rows of x [T, K] (xq and xs, no xf); not copyable (it points into itself).
+struct I8Scratch {
+    std::vector<int8_t> xq;
+    std::vector<float> xs;
+    LinearScratch scratch;
+    I8Scratch(int T, int K, int group)
+        : xq(linear_scratch_xq_bytes(T, K)), xs(linear_scratch_xs_bytes(T, K, group) / sizeof(float)), scratch{xq.data(), xs.data()} {}
+    I8Scratch(const I8Scratch&) = delete;
+    I8Scratch& operator=(const I8Scratch&) = delete;
+};
+
 struct Case {
     int T, K, N, group;
 };
@@ -248,16 +271,9 @@ TEST_CASE("linear int8: random shapes, every variant against the plain kernel (G
         const auto& x = in.x;
         const float* b = in.b;
         const Quantized q = quantize(in.w, N, K, group);
-        WeightView v;
-        v.type = WType::I8;
-        v.rows = N;
-        v.cols = K;
-        v.data = q.q.data();
-        v.scales = q.scales.data();
-        v.group_size = group;
-        std::vector<int8_t> xq(linear_scratch_xq_bytes(T, K));
-        std::vector<float> xs(linear_scratch_xs_bytes(T, K, group) / sizeof(float));
-        const LinearScratch scratch{xq.data(), xs.data()};
+        const WeightView v = i8_view(q, N, K, group);
+        const I8Scratch s8(T, K, group);
+        const LinearScratch& scratch = s8.scratch;
         std::vector<float> y(static_cast<size_t>(T) * N), plain(y.size());
         linear_at(CpuLevel::Plain, x.data(), T, v, b, plain.data(), scratch, pool);
         for (CpuLevel level : levels) {
@@ -340,16 +356,9 @@ TEST_CASE("linear int8: a row of x holding an inf or a NaN gives NaN outputs at 
         const auto w = randn(static_cast<size_t>(N) * K, 78, 0.05f);
         const auto bias = randn(N, 79, 1.0f);
         const Quantized q = quantize(w, N, K, group);
-        WeightView v;
-        v.type = WType::I8;
-        v.rows = N;
-        v.cols = K;
-        v.data = q.q.data();
-        v.scales = q.scales.data();
-        v.group_size = group;
-        std::vector<int8_t> xq(linear_scratch_xq_bytes(T, K));
-        std::vector<float> xs(linear_scratch_xs_bytes(T, K, group) / sizeof(float));
-        const LinearScratch scratch{xq.data(), xs.data()};
+        const WeightView v = i8_view(q, N, K, group);
+        const I8Scratch s8(T, K, group);
+        const LinearScratch& scratch = s8.scratch;
         std::vector<float> plain(static_cast<size_t>(T) * N);
         linear_at(CpuLevel::Plain, x.data(), T, v, bias.data(), plain.data(), scratch, pool);
         for (CpuLevel level : levels_to_test()) {
