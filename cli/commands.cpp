@@ -505,15 +505,19 @@ int cmd_bench(const BenchArgs& a) {
             std::printf("backend: cpu\nthreads: %d\nkernels: %s\nkv cache: %s\n", threads, kernels.c_str(),
                         kernels::kv_dtype_name(so.kv_cache));
             if (llc == 0) {
-                std::printf("last-level cache: size unknown (no /sys/devices/system/cpu/cpu0/cache, EMBER_LLC_BYTES not set to a size): int8 "
-                            "weights are taken to come from DRAM, so the 8-row decode kernel of cache-resident weights is not used "
-                            "(EMBER_LLC_BYTES=32M, say, gives the cache's size)\n");
+                const bool env_zero = std::string(kernels::last_level_cache_source()) == "EMBER_LLC_BYTES";
+                std::printf("last-level cache: size unknown (%s): int8 weights are taken to come from DRAM, so the 8-row decode kernel "
+                            "of cache-resident weights is not used%s\n",
+                            env_zero ? "EMBER_LLC_BYTES=0" : "no /sys/devices/system/cpu/cpu0/cache, EMBER_LLC_BYTES not set to a size",
+                            env_zero ? "" : " (EMBER_LLC_BYTES=32M, say, gives the cache's size)");
             } else {
-                char size[32];
+                char size[40];
                 if (llc >= (size_t{1} << 20)) {
                     std::snprintf(size, sizeof size, "%.1f MiB", llc / 1048576.0);
-                } else {
+                } else if (llc >= 1024) {
                     std::snprintf(size, sizeof size, "%zu KiB", llc >> 10);
+                } else {
+                    std::snprintf(size, sizeof size, "%zu bytes", llc);
                 }
                 std::printf("last-level cache: %s (%s); int8 weights %s\n", size, kernels::last_level_cache_source(),
                             model->weight_bytes() <= llc ? "fit in it (8-row decode kernel where the group size allows)"

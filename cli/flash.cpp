@@ -115,8 +115,11 @@ int cmd_flash(const FlashArgs& a) {
             return 0;
         }
         // The rate is the progress bar's: bytes sent this run over the time until the last was acknowledged.
-        std::printf("flashed %s as %s.ember: %llu bytes sent in %.1f s (%s/s), %llu retransmissions; verified and installed by the device in %.1f s\n",
-                    printable(a.model, 200).c_str(), name.c_str(), static_cast<unsigned long long>(r.bytes), sent,
+        // A resumed run sent only the bytes past the device's (it said all of them).
+        const std::string count = r.resumed_from > 0 ? std::to_string(r.bytes - r.resumed_from) + " of " + std::to_string(r.bytes)
+                                                     : std::to_string(r.bytes);
+        std::printf("flashed %s as %s.ember: %s bytes sent in %.1f s (%s/s), %llu retransmissions; verified and installed by the device in %.1f s\n",
+                    printable(a.model, 200).c_str(), name.c_str(), count.c_str(), sent,
                     human_bytes(sent > 0 ? (r.bytes - r.resumed_from) / sent : 0).c_str(), static_cast<unsigned long long>(r.retransmissions),
                     install);
         std::printf("device: %s\n", r.message.c_str());

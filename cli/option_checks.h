@@ -98,7 +98,7 @@ CLI::Option* add_int_option_once(CLI::App* app, const std::string& names, Int& v
 // Warnings on stderr ("PROGRAM: warning: ...") for the kernels' environment variables: when
 // EMBER_CPU_KERNELS names no kernel level (the kernels then fall back to plain,
 // kernels/cpu/cpu_features.h, up to 10x slower, which a typo such as "AVX2" would otherwise
-// leave unsaid), and when EMBER_LLC_BYTES is set to no size (it is then ignored).
+// leave unsaid), and when EMBER_LLC_BYTES is set to no size (it is then ignored; empty, as unset).
 inline void warn_bad_kernel_env(const char* program) {
     const char* env = std::getenv("EMBER_CPU_KERNELS");
     kernels::CpuLevel level;
@@ -110,10 +110,10 @@ inline void warn_bad_kernel_env(const char* program) {
     }
     const char* llc = std::getenv("EMBER_LLC_BYTES");
     size_t bytes = 0;
-    if (llc != nullptr && !kernels::parse_cache_size(llc, &bytes)) {
+    if (llc != nullptr && *llc != '\0' && !kernels::parse_cache_size(llc, &bytes)) {
         std::fprintf(stderr,
                      "%s: warning: EMBER_LLC_BYTES='%s' is not a cache size (digits, then K, M or G: 32M): ignored, the size is "
-                     "sysfs's\n",
+                     "sysfs's where it gives one\n",
                      program, printable(llc, 40).c_str());
     }
 }

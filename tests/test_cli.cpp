@@ -571,9 +571,15 @@ TEST_CASE("--kv-cache f16|f32 on generate, eval and bench, and bench --json reco
         CHECK(ej.out.find(std::string("\"last_level_cache_bytes\":") + (big ? "67108864" : "1024")) != std::string::npos);
         CHECK(ej.out.find("\"last_level_cache_source\":\"EMBER_LLC_BYTES\"") != std::string::npos);
     }
+    // 0: unknown, said as the variable's doing (it read "no /sys/... cache" where sysfs had one).
+    const Run zero = ember_cli_in_shell("EMBER_LLC_BYTES=0", "bench -m " + q(good) + " -p 4 -n 3 --runs 1 --backend cpu", dir);
+    CHECK(zero.out.find("last-level cache: size unknown (EMBER_LLC_BYTES=0): int8 weights are taken to come from DRAM") != std::string::npos);
+    const Run tiny = ember_cli_in_shell("EMBER_LLC_BYTES=1", "bench -m " + q(good) + " -p 4 -n 3 --runs 1 --backend cpu", dir);
+    CHECK(tiny.out.find("last-level cache: 1 bytes (EMBER_LLC_BYTES); int8 weights exceed it") != std::string::npos);  // not "0 KiB"
+    CHECK(ember_cli_in_shell("EMBER_LLC_BYTES=", "--version", dir).err.empty());  // empty: as unset
     const Run bad_llc = ember_cli_in_shell("EMBER_LLC_BYTES=32MiB", "bench -m " + q(good) + " -p 4 -n 3 --runs 1 --backend cpu --json", dir);
     CHECK(bad_llc.status == 0);
-    CHECK(bad_llc.err == "ember: warning: EMBER_LLC_BYTES='32MiB' is not a cache size (digits, then K, M or G: 32M): ignored, the size is sysfs's\n");
+    CHECK(bad_llc.err == "ember: warning: EMBER_LLC_BYTES='32MiB' is not a cache size (digits, then K, M or G: 32M): ignored, the size is sysfs's where it gives one\n");
     CHECK(bad_llc.out.find("\"last_level_cache_bytes\":" + std::to_string(llc)) != std::string::npos);
     check_refused(ember_cli("generate -m " + q(good) + " -n 5 --kv-cache bf16", dir), "--kv-cache");
 }
