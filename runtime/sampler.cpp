@@ -48,12 +48,16 @@ int Sampler::sample(const float* logits) {
     // A NaN logit (weights that overflow) is never drawn: it ranks as -inf, so every
     // comparison below is a strict weak order (std::sort and nth_element need one).
     auto key = [logits](int i) { return std::isnan(logits[i]) ? -INFINITY : logits[i]; };
-    if (opts_.temperature == 0.0f) {  // the first maximal logit that is a number; id 0 when every one is NaN
-        int best = -1;
-        for (int i = 0; i < V; ++i) {
-            if (!std::isnan(logits[i]) && (best < 0 || logits[i] > logits[best])) best = i;
+    // Nothing to choose from when every logit is NaN (the scan stops at the first number).
+    int first_number = 0;
+    while (first_number < V && std::isnan(logits[first_number])) ++first_number;
+    if (first_number == V) fail("sampling: all ", V, " logits are NaN (the model's activations overflowed)");
+    if (opts_.temperature == 0.0f) {  // the first maximal logit that is a number
+        int best = first_number;
+        for (int i = first_number + 1; i < V; ++i) {
+            if (!std::isnan(logits[i]) && logits[i] > logits[best]) best = i;
         }
-        return best < 0 ? 0 : best;
+        return best;
     }
     // Candidates: all ids, or those whose logit is >= the k-th largest.
     int n = V;

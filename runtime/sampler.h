@@ -6,6 +6,7 @@
 //     top-p: keeps the smallest set of most probable tokens whose probability sums to >= p
 //            (Holtzman et al. 2019, "nucleus sampling"; 1 = off),
 //   NaN logits (weights that overflow) rank as -inf and are never drawn; a +inf logit wins;
+//   when every logit is NaN there is nothing to draw: ember::Error;
 //   then one draw from a seeded std::mt19937_64 (the same seed gives the same text on every
 //   platform: the draw uses the generator's raw bits, no std:: distribution).
 // Before all of these, the repetition penalty (apply_repeat_penalty below) when one is given.
@@ -45,7 +46,8 @@ public:
     // scratch_probs [V] and scratch_ids [V]: caller-owned (the session's arena).
     Sampler(const SamplerOptions& opts, int vocab_size, float* scratch_probs, int* scratch_ids);
 
-    // Returns an id in [0, V). Allocates nothing.
+    // Returns an id in [0, V). Allocates nothing, except the message of the ember::Error
+    // thrown when every logit is NaN.
     int sample(const float* logits);
     // With the repetition penalty over recent [n] (the last tokens, the prompt's included):
     // logits [V] are copied to penalized [V] (caller-owned scratch), penalized there, then

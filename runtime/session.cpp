@@ -72,11 +72,16 @@ GenerateResult Session::generate(int n, const SamplerOptions& sampling, const To
             break;
         }
         int id = 0;
-        if (penalty) {
-            const int k = ctx_.recent(sampling.repeat_last_n, scratch_.repeat_ids);
-            id = sampler.sample(logits_, scratch_.repeat_ids, k, scratch_.repeat_logits);
-        } else {
-            id = sampler.sample(logits_);
+        try {
+            if (penalty) {
+                const int k = ctx_.recent(sampling.repeat_last_n, scratch_.repeat_ids);
+                id = sampler.sample(logits_, scratch_.repeat_ids, k, scratch_.repeat_logits);
+            } else {
+                id = sampler.sample(logits_);
+            }
+        } catch (const Error& e) {
+            stream.finish();  // drop a partial character: the next generate starts clean
+            fail("generate: new token ", i + 1, " of ", n, ": ", e.what());
         }
         r.seconds = since();
         if (r.tokens == 0) r.first_token_s = r.seconds;

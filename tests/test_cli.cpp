@@ -259,7 +259,7 @@ TEST_CASE("ember eval refuses a loss that is not finite (weights that overflow f
     CHECK(con.find("OK loss") == std::string::npos);
 }
 
-TEST_CASE("ember eval refuses an int8 model whose activations overflow f32 at every kernel level, where plain printed a finite loss") {
+TEST_CASE("ember eval and generate refuse an int8 model whose activations overflow f32 at every kernel level (plain printed a finite loss, generate a repeated character)") {
     ember::test::TempDir dir;
     // gptpy/model.safetensors with block 0's first FFN weight's first 4 rows set to +-3e38: int8
     // keeps them (scale 3e38 / 127), and those FFN outputs overflow to +-inf, which the next
@@ -285,7 +285,31 @@ TEST_CASE("ember eval refuses an int8 model whose activations overflow f32 at ev
         CAPTURE(r.out);
         check_refused(r, "eval: the loss is nan: ");
         CHECK(r.out.find("loss") == std::string::npos);
+        // generate: every logit is NaN, so nothing can be drawn (greedy took id 0, sampling the
+        // first -inf key, and printed a text of one repeated character).
+        for (const std::string temp : {"0", "0.8"}) {
+            CAPTURE(temp);
+            const Run g = ember_cli_in_shell("EMBER_CPU_KERNELS=" + level,
+                                             "generate -m " + q(dir.file("huge.ember")) + " -p 'The' -n 5 --temperature " + temp, dir);
+            check_refused(g, ": sampling: all 37 logits are NaN (the model's activations overflowed)");
+            CHECK(g.err.find("generate: new token ") != std::string::npos);
+            CHECK(g.out.rfind("The", 0) == 0);  // the prompt, and the tokens before the NaN, went out
+        }
     }
+    // The console: one ERR line, and the next command still runs.
+    const std::string models = dir.file("models");
+    REQUIRE(::mkdir(models.c_str(), 0755) == 0);
+    REQUIRE(std::rename(dir.file("huge.ember").c_str(), (models + "/huge.ember").c_str()) == 0);
+    ember::test::write_file(dir.file("commands"), "load huge\ngen -n 5 The\ninfo\n");
+    const std::string cmd = ember::test::program_cmd(EMBER_CONSOLE) + " --stdio --models " + q(models) + " <" + q(dir.file("commands")) +
+                            " >" + q(dir.file("console.out")) + " 2>&1";
+    const int rc = std::system(cmd.c_str());
+    const std::string con = ember::test::read_file(dir.file("console.out"));
+    CAPTURE(con);
+    CHECK(rc == 0);
+    CHECK(con.find(" of 5: sampling: all 37 logits are NaN (the model's activations overflowed)") != std::string::npos);
+    CHECK(con.find("OK gen") == std::string::npos);
+    CHECK(con.find("OK info") != std::string::npos);
 }
 
 TEST_CASE("ember --help: each type once, a pointer to the subcommands' help and ember-console's, and errors naming the subcommand's help") {

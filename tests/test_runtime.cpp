@@ -179,7 +179,7 @@ TEST_CASE("sampler: frequencies follow softmax(logits / T)") {
     CHECK(count[2] / double(n) == doctest::Approx(0.1863).epsilon(0.05));
 }
 
-TEST_CASE("sampler: greedy passes over NaN logits wherever they sit, keeps the first maximum, all NaN gives id 0") {
+TEST_CASE("sampler: greedy passes over NaN logits wherever they sit, keeps the first maximum, all NaN is an error") {
     std::vector<float> probs(4);
     std::vector<int> ids(4);
     SamplerOptions o;
@@ -191,12 +191,12 @@ TEST_CASE("sampler: greedy passes over NaN logits wherever they sit, keeps the f
     CHECK(s.sample(first) == 2);
     CHECK(s.sample(last) == 1);
     CHECK(s.sample(tie) == 1);
-    CHECK(s.sample(all) == 0);
+    CHECK_THROWS_WITH_AS(s.sample(all), "sampling: all 4 logits are NaN (the model's activations overflowed)", Error);  // was id 0
     CHECK(s.sample(inf) == 2);
     CHECK(s.sample(neg) == 1);  // -inf is a number: chosen over NaN
 }
 
-TEST_CASE("sampler: NaN logits (overflowing weights) are never drawn, +inf wins, all NaN gives a valid id") {
+TEST_CASE("sampler: NaN logits (overflowing weights) are never drawn, +inf wins, all NaN is an error, all -inf a valid id") {
     const int V = 100;  // above std::sort's insertion-sort threshold, where a NaN comparator can run off the array
     std::vector<float> probs(V), logits(V);
     std::vector<int> ids(V);
@@ -222,9 +222,13 @@ TEST_CASE("sampler: NaN logits (overflowing weights) are never drawn, +inf wins,
     Sampler s(o, V, probs.data(), ids.data());
     logits[42] = INFINITY;
     CHECK(s.sample(logits.data()) == 42);
-    std::fill(logits.begin(), logits.end(), std::nanf(""));
+    std::fill(logits.begin(), logits.end(), -INFINITY);
     const int id = s.sample(logits.data());
     CHECK((id >= 0 && id < V));
+    std::fill(logits.begin(), logits.end(), std::nanf(""));
+    CHECK_THROWS_WITH_AS(s.sample(logits.data()), "sampling: all 100 logits are NaN (the model's activations overflowed)", Error);
+    logits[V - 1] = 0.0f;  // one number among the NaNs is chosen
+    CHECK(s.sample(logits.data()) == V - 1);
 }
 
 TEST_CASE("sampler options are validated") {
