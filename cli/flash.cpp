@@ -1,4 +1,5 @@
 // `ember flash`: sends a model to ember-console over a serial line (firmware/PROTOCOL.md).
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -65,6 +66,10 @@ private:
 }  // namespace
 
 int cmd_flash(const FlashArgs& a) {
+    // A folder first: its name (empty after a final '/') would be blamed otherwise.
+    struct stat st {};
+    if (::stat(a.model.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
+        fail(printable(a.model, 200), ": is a directory, not a file (give an .ember file)");
     // The name: --name, else the file's name without its folder; without .ember either way
     // (--name tiny.ember used to install tiny.ember.ember).
     std::string name = a.name.empty() ? a.model.substr(a.model.find_last_of('/') + 1) : a.name;

@@ -8,6 +8,8 @@
 #include <cstring>
 #include <exception>
 #include <memory>
+#include <sstream>
+#include <string>
 
 #include "cli/attn_cmd.h"
 #include "cli/commands.h"
@@ -82,6 +84,17 @@ int output_written(int rc) {
         return 1;
     }
     return rc;
+}
+
+// --help or --version: CLI11's text through stdout's own buffer, so that output_written's
+// flush is the write that fails on a full disk and its errno says why (std::cout flushed
+// the short --version text itself, and the reason was lost).
+int help_written(const CLI::App& app, const CLI::Error& e) {
+    std::ostringstream text;
+    const int rc = app.exit(e, text, std::cerr);
+    const std::string s = text.str();
+    std::fwrite(s.data(), 1, s.size(), stdout);
+    return output_written(rc);
 }
 
 }  // namespace
@@ -260,11 +273,11 @@ int main(int argc, char** argv) {
         app.parse(argc, argv);
         if (const std::string bad = unknown_argument(app); !bad.empty()) return parse_error(bad);
     } catch (const CLI::CallForHelp& e) {
-        return output_written(app.exit(e));
+        return help_written(app, e);
     } catch (const CLI::CallForAllHelp& e) {
-        return output_written(app.exit(e));
+        return help_written(app, e);
     } catch (const CLI::CallForVersion& e) {
-        return output_written(app.exit(e));
+        return help_written(app, e);
     } catch (const CLI::ParseError& e) {
         // A mistyped option first (it may be why a required one is missing); else one line,
         // as every other error: the first line of CLI11's message.

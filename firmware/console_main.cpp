@@ -90,10 +90,10 @@ int main(int argc, char** argv) {
     auto* p = app.add_option("--port", port, "serial device, e.g. /dev/ttyTHS0 or /dev/ttyGS0");
     auto* s = app.add_flag("--stdio", use_stdio, "use stdin/stdout (tests, ssh)");
     p->excludes(s);
-    cli::add_int_option_once(&app, "--baud", baud, 0, 4000000, "line rate (a standard rate up to 4000000)")->check(CLI::Validator(
+    cli::add_int_option_once(&app, "--baud", baud, 50, 4000000, "line rate (a standard rate up to 4000000)")->check(CLI::Validator(
         [](std::string& v) {
             long long rate = 0;
-            if (!parse_int(v, "", 0, 4000000, rate).empty()) return std::string();  // add_int_option's own refusal
+            if (!parse_int(v, "", 50, 4000000, rate).empty()) return std::string();  // add_int_option's own refusal
             return fw::is_standard_baud(static_cast<int>(rate)) ? std::string() : "not a standard rate (" + fw::standard_bauds() + ")";
         },
         "BAUD"));

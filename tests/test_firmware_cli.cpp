@@ -97,6 +97,15 @@ TEST_CASE("ember flash + ember-console over ptys: the default model, then gen eq
         CHECK(bad.err.find("ember: error: ") == 0);
         CHECK(bad.err.find("(not flashed; --no-verify sends it anyway)") != std::string::npos);
         CHECK(bad.err.find("notes.ember: not an .ember file (identifier is not \"EMBR\")") != std::string::npos);
+        // A file shorter than the smallest header has its own message, from ember info too.
+        test::write_file(dir.file("hello.ember"), "hello world\n");
+        bad = run(test::program_cmd(EMBER_CLI) + " flash --port " + host.path + " '" + dir.file("hello.ember") + "' --timeout 500", dir);
+        CHECK(bad.status == 1);
+        CHECK(bad.err.find("hello.ember: 12 bytes is too short for an .ember file (not flashed; --no-verify sends it anyway)") !=
+              std::string::npos);
+        bad = run(test::program_cmd(EMBER_CLI) + " info '" + dir.file("hello.ember") + "'", dir);
+        CHECK(bad.status == 1);
+        CHECK(bad.err == "ember: error: " + dir.file("hello.ember") + ": 12 bytes is too short for an .ember file\n");
         bad = run(test::program_cmd(EMBER_CLI) + " flash --no-verify --port " + host.path + " '" + dir.file("notes.ember") + "' --timeout 500", dir);
         CAPTURE(bad.err);
         CHECK(bad.status == 2);
@@ -106,6 +115,11 @@ TEST_CASE("ember flash + ember-console over ptys: the default model, then gen eq
         Run empty = run(test::program_cmd(EMBER_CLI) + " flash --no-verify --port /nonexistent/tty '" + dir.file("empty.ember") + "'", dir);
         CHECK(empty.status == 1);
         CHECK(empty.err.find("empty.ember: the file is empty (not flashed)") != std::string::npos);
+        for (const std::string& folder : {dir.path(), dir.path() + "/"}) {  // "/" said: model name is empty
+            const Run d = run(test::program_cmd(EMBER_CLI) + " flash --port /nonexistent/tty '" + folder + "'", dir);
+            CHECK(d.status == 1);
+            CHECK(d.err == "ember: error: " + folder + ": is a directory, not a file (give an .ember file)\n");
+        }
         Run dash = run(test::program_cmd(EMBER_CLI) + " flash --port /nonexistent/tty --name - '" + co.out + "'", dir);
         CHECK(dash.status == 1);
         CHECK(dash.err.find("model name '-' starts with '-' (choose one with --name)") != std::string::npos);
@@ -238,7 +252,8 @@ TEST_CASE("ember-console: --version, a mistyped option named with the nearest, a
                           // decimal only: 0x10 and 010 were read as 16 and 8
                           Case{"--stdio --flash-timeout 0x10", "--flash-timeout: '0x10' is not an integer"},
                           Case{"--stdio --threads 0257", "--threads 0257 not in 0..256"},
-                          Case{"--stdio --baud 115200x", "--baud: '115200x' is not an integer"}}) {
+                          Case{"--stdio --baud 115200x", "--baud: '115200x' is not an integer"},
+                          Case{"--stdio --baud 0", "--baud 0 not in 50..4000000"}}) {  // --help said [0 - 4000000]
         CAPTURE(c.args);
         const Run r = run(console + c.args, dir);
         CHECK(r.status == 1);
