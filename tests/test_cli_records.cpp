@@ -26,6 +26,7 @@ namespace {
 std::string convert_fixture(const ember::test::TempDir& dir) {
     const std::string out = dir.file("m.ember");
     const Run r = ember_cli("convert " + q(fixture("gptpy/model.pt")) + " --vocab-text " + q(fixture("gptpy/vocab.txt")) + " -o " + q(out), dir);
+    CAPTURE(r.err);
     REQUIRE(r.status == 0);
     return out;
 }
@@ -306,6 +307,7 @@ TEST_CASE("ember finetune that diverges (an lr far too high) exits 1, writes no 
     // used to run all its steps, write an adapter that only gives NaN, and exit 0.
     const Run r = ember_cli(common + "--lr 1e30 --steps 200 --eval-every 100 -o " + q(dir.file("b.emba")), dir);
     CAPTURE(r.out);
+    CAPTURE(r.err);
     CHECK(r.status == 1);
     CHECK(r.err.find("training diverged: steps ") != std::string::npos);
     CHECK(r.err.find(" each gave a non-finite loss or gradient (lr 1e+30 or alpha / rank 4 is likely too high; lr x weight decay 0.01 = "
@@ -313,6 +315,7 @@ TEST_CASE("ember finetune that diverges (an lr far too high) exits 1, writes no 
     CHECK(r.err.find("b.emba was not created (no checkpoint of it was written)") != std::string::npos);
     // A weight decay far too high names itself (it used to blame the lr or alpha / rank alone).
     const Run wd = ember_cli(common + "--weight-decay 1e30 --steps 200 --eval-every 100 -o " + q(dir.file("w.emba")), dir);
+    CAPTURE(wd.err);
     CHECK(wd.status == 1);
     CHECK(wd.err.find("; lr x weight decay 1e+30 = 2e+27 >= 1 scales the adapter by 1 - that each step)") != std::string::npos);
     CHECK(!std::filesystem::exists(dir.file("b.emba")));
@@ -328,10 +331,13 @@ TEST_CASE("ember finetune that diverges (an lr far too high) exits 1, writes no 
     CHECK(!std::filesystem::exists(dir.file("al.emba")));
     // An adapter already at -o (a good run's) stays whole: the diverging run used to replace it
     // with the untrained adapter it wrote before its first step.
-    REQUIRE(ember_cli(common + "--steps 2 -o " + q(a), dir).status == 0);
+    const Run good = ember_cli(common + "--steps 2 -o " + q(a), dir);
+    CAPTURE(good.err);
+    REQUIRE(good.status == 0);
     const std::string before = ember::test::read_file(a);
     // With a checkpoint due before the 20 skipped steps: its validation loss is NaN, so it is not written.
     const Run c = ember_cli(common + "--lr 1e30 --steps 200 --eval-every 2 -o " + q(a), dir);
+    CAPTURE(c.err);
     CHECK(c.status == 1);
     CHECK(c.err.find("training diverged at step 2: the validation loss is nan") != std::string::npos);
     CHECK(c.err.find("a.emba is as it was before this run") != std::string::npos);
@@ -345,6 +351,8 @@ TEST_CASE("ember finetune that diverges (an lr far too high) exits 1, writes no 
     CHECK(k.err.find("training diverged at step ") != std::string::npos);
     CHECK(k.err.find("a.emba keeps the adapter of step ") != std::string::npos);
     const Run e = ember_cli("eval -m " + q(model) + " --adapter " + q(a) + " --text " + q(text) + " --threads 1", dir);
+    CAPTURE(e.out);
+    CAPTURE(e.err);
     CHECK(e.status == 0);
     CHECK(e.out.find("loss nan") == std::string::npos);
     CHECK(e.out.find("loss ") == 0);
