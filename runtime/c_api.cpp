@@ -7,6 +7,7 @@
 #include <memory>
 #include <new>
 #include <string>
+#include <vector>
 
 #include "runtime/cpu_backend.h"
 #include "runtime/error.h"
@@ -19,20 +20,37 @@
 #define EMBER_VERSION_STRING "0"
 #endif
 
+// A caller's arena [begin, begin + bytes) in use by one live session of a model.
+struct ArenaInUse {
+    const char* begin;
+    size_t bytes;
+};
+
 struct ember_model {
     std::unique_ptr<ember::Model> model;
     std::unique_ptr<ember::Tokenizer> tok;
+    // The caller arenas of this model's live sessions: a second session given an arena that
+    // overlaps one of them is refused (its create zeroes the arena, under the first's KV cache).
+    // Sessions are created and destroyed one call at a time per model (ember.h), so no lock.
+    mutable std::vector<ArenaInUse> arenas;
 };
 
 struct ember_session {
     const ember_model* m = nullptr;
     std::unique_ptr<ember::Session> s;
     std::unique_ptr<ember::Utf8Stream> stream;
+    const char* arena = nullptr;  // the caller's, or nullptr
     bool started = false;
-    bool generating = false;  // inside ember_generate (its callback may not use this session)
+    bool generating = false;       // inside ember_generate (its callback may not use this session)
+    bool destroy_pending = false;  // ember_session_destroy from the callback: done when generate returns
 };
 
 namespace {
+
+// A call on a session that ember_generate is running on: its callback's (refused by ember.h),
+// or another thread's (not allowed: this flag is no lock, so it is caught only by chance).
+constexpr const char* kBusy =
+    "ember_generate is running on this session (a call from its callback, or from another thread: one thread at a time)";
 
 // One line: a line break inside a message (a file name holding one) becomes a space.
 void put_error(char* err, size_t err_size, const char* what) {
@@ -150,20 +168,46 @@ int ember_session_create(const ember_model* model, const ember_session_options* 
         ember::SessionOptions so = session_options(opts);
         so.arena = arena;
         so.arena_bytes = arena ? arena_size : 0;
+        const char* a = static_cast<const char*>(arena);
+        if (a) {
+            for (const ArenaInUse& u : model->arenas) {
+                if (a < u.begin + u.bytes && u.begin < a + arena_size)
+                    ember::fail("ember_session_create: the arena overlaps the one a live session of this model uses (", u.bytes,
+                                " bytes): each session needs its own until ember_session_destroy");
+            }
+        }
         auto s = std::make_unique<ember_session>();
         s->m = model;
         s->s = std::make_unique<ember::Session>(*model->model, so);
         s->stream = std::make_unique<ember::Utf8Stream>(static_cast<size_t>(model->tok->max_token_bytes()));
+        if (a) {
+            model->arenas.push_back(ArenaInUse{a, arena_size});
+            s->arena = a;
+        }
         *out = s.release();
     });
 }
 
-void ember_session_destroy(ember_session* session) { delete session; }
+void ember_session_destroy(ember_session* session) {
+    if (!session) return;
+    if (session->generating) {  // from its own callback: ember_generate stops and destroys it on return
+        session->destroy_pending = true;
+        return;
+    }
+    std::vector<ArenaInUse>& in_use = session->m->arenas;
+    for (size_t i = 0; i < in_use.size(); ++i) {
+        if (in_use[i].begin == session->arena) {
+            in_use.erase(in_use.begin() + static_cast<std::ptrdiff_t>(i));
+            break;
+        }
+    }
+    delete session;
+}
 
 int ember_prefill(ember_session* session, const char* prompt, char* err, size_t err_size) {
     return guarded(err, err_size, [&] {
         if (!session) ember::fail("ember_prefill: session is NULL");
-        if (session->generating) ember::fail("ember_prefill: called from inside ember_generate's callback on the same session");
+        if (session->generating) ember::fail("ember_prefill: ", kBusy);
         // A failed prefill (a character outside the vocabulary) leaves no sequence, not the last one.
         session->started = false;
         const ember::Tokenizer& tok = *session->m->tok;
@@ -178,9 +222,10 @@ int ember_prefill(ember_session* session, const char* prompt, char* err, size_t 
 int ember_generate(ember_session* session, int n_tokens, const ember_sampling* sampling, ember_token_callback on_token, void* user,
                    int* made, char* err, size_t err_size) {
     if (made) *made = 0;
-    return guarded(err, err_size, [&] {
+    bool ran = false;  // past the checks: the session's count of sampled tokens is this call's
+    const int rc = guarded(err, err_size, [&] {
         if (!session) ember::fail("ember_generate: session is NULL");
-        if (session->generating) ember::fail("ember_generate: called from inside ember_generate's callback on the same session");
+        if (session->generating) ember::fail("ember_generate: ", kBusy);
         if (!session->started) ember::fail("ember_generate: no sequence: call ember_prefill first");
         if (n_tokens < 0) ember::fail("ember_generate: n_tokens ", n_tokens, " is negative");
         ember::SamplerOptions so;
@@ -203,14 +248,31 @@ int ember_generate(ember_session* session, int n_tokens, const ember_sampling* s
             explicit Busy(bool& f) : flag(f) { flag = true; }
             ~Busy() { flag = false; }
         } busy(session->generating);
-        const ember::GenerateResult r = session->s->generate(
-            n_tokens, so, *session->m->tok, *session->stream,
-            [&](std::string_view text) {
-                if (on_token && on_token(text.data(), text.size(), user) != 0) stop = true;
-            },
-            [&] { return stop; });
-        if (made) *made = r.tokens;
+        ran = true;
+        try {
+            session->s->generate(
+                n_tokens, so, *session->m->tok, *session->stream,
+                [&](std::string_view text) {
+                    if (session->destroy_pending) return;  // destroyed by the callback: no more calls
+                    if (on_token && on_token(text.data(), text.size(), user) != 0) stop = true;
+                    if (session->destroy_pending) stop = true;
+                },
+                [&] { return stop; });
+        } catch (const ember::Error& e) {
+            // "generate: new token K of N: ..." as this API's other refusals are worded
+            const std::string what = e.what();
+            if (what.rfind("generate: ", 0) == 0) ember::fail("ember_", what);
+            throw;
+        }
     });
+    if (!session || session->generating) return rc;  // refused: a NULL session, or a call from the callback
+    // The tokens sampled, also when generation failed part way (their text went out).
+    if (ran && made) *made = session->s->tokens_generated();
+    if (session->destroy_pending) {
+        session->generating = false;
+        ember_session_destroy(session);
+    }
+    return rc;
 }
 
 }  // extern "C"

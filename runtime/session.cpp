@@ -66,6 +66,7 @@ GenerateResult Session::generate(int n, const SamplerOptions& sampling, const To
     const auto t0 = std::chrono::steady_clock::now();
     auto since = [&t0] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
     GenerateResult r;
+    generated_ = 0;
     for (int i = 0; i < n; ++i) {
         if (should_stop && should_stop()) {
             r.stopped = true;
@@ -83,6 +84,7 @@ GenerateResult Session::generate(int n, const SamplerOptions& sampling, const To
             stream.finish();  // drop a partial character: the next generate starts clean
             fail("generate: new token ", i + 1, " of ", n, ": ", e.what());
         }
+        generated_ = r.tokens + 1;  // sampled: counted before its text goes out (on_text may throw)
         r.seconds = since();
         if (r.tokens == 0) r.first_token_s = r.seconds;
         const std::string_view b = tok.token_bytes(id);

@@ -105,6 +105,9 @@ public:
     GenerateResult generate(int n, const SamplerOptions& sampling, const Tokenizer& tok, Utf8Stream& stream,
                             const std::function<void(std::string_view)>& on_text,
                             const std::function<bool()>& should_stop = {}, StopStrings* stops = nullptr);
+    // Tokens the last generate() sampled, also when it threw part way (every logit NaN, an
+    // exception from on_text): their text went to on_text before the throw.
+    int tokens_generated() const { return generated_; }
 
     // [V] scratch for a Sampler.
     float* sampler_probs() const { return scratch_.sampler_probs; }
@@ -120,6 +123,7 @@ private:
     ContextWindow ctx_{ContextPolicy::Exact, 1, nullptr, nullptr};
     const float* logits_ = nullptr;
     int64_t rows_run_ = 0;
+    int generated_ = 0;
 };
 
 // Cpu or Cuda: Auto is Cuda when a GPU device node exists, the CUDA module loads and finds a

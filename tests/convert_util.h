@@ -2,9 +2,13 @@
 // ConvertOptions that a test's model needs, so that each suite states only what it varies.
 #pragma once
 
+#include <cstdint>
+#include <cstring>
 #include <memory>
 #include <stdexcept>
 #include <string>
+
+#include <nlohmann/json.hpp>
 
 #include "converter/convert.h"
 #include "runtime/model.h"
@@ -36,6 +40,30 @@ inline std::string convert_to(const TempDir& dir, const std::string& ckpt, const
 inline std::string convert_gptpy(const TempDir& dir, convert::WeightDType dtype = convert::WeightDType::I8,
                                  const std::string& name = "m.ember", int group = 64) {
     return convert_to(dir, fixture("gptpy/model.pt"), "text", fixture("gptpy/vocab.txt"), dtype, name, group);
+}
+
+// Where tensor `name`'s data starts in the bytes of a safetensors file (an 8-byte header length,
+// the JSON header, the data); *cols (may be null) gets its shape's second dimension.
+inline size_t safetensors_data_at(const std::string& bytes, const char* name, int* cols = nullptr) {
+    uint64_t header_len = 0;
+    std::memcpy(&header_len, bytes.data(), 8);
+    const auto header = nlohmann::json::parse(bytes.substr(8, header_len));
+    if (cols) *cols = header[name]["shape"][1].get<int>();
+    return 8 + header_len + header[name]["data_offsets"][0].get<size_t>();
+}
+
+// gptpy/model.safetensors with block 0's first FFN weight's first 4 rows set to +-3e38, written
+// to path: int8 keeps them (scale 3e38 / 127), and those FFN outputs overflow to +-inf, which
+// the next linear quantizes: every logit NaN for most inputs (vocabulary: gptpy/vocab.txt).
+inline void write_overflowing_ffn_checkpoint(const std::string& path) {
+    std::string bytes = read_file(fixture("gptpy/model.safetensors"));
+    int C = 0;
+    const size_t at = safetensors_data_at(bytes, "blocks.0.ffwd.net.0.weight", &C);
+    for (int c = 0; c < 4 * C; ++c) {
+        const float v = c % 2 ? 3e38f : -3e38f;
+        std::memcpy(&bytes[at + 4 * static_cast<size_t>(c)], &v, 4);
+    }
+    write_file(path, bytes);
 }
 
 // A converted model, open, with the temporary folder that holds its file (removed with it).

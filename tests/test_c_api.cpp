@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -620,8 +621,112 @@ TEST_CASE("C API: session and generate errors: bad options, unknown prompt chara
     CHECK(made == 4);
     CHECK(re.prefill_rc == EMBER_ERROR);
     CHECK(re.generate_rc == EMBER_ERROR);
-    CHECK(std::string(re.msg) == "ember_prefill: called from inside ember_generate's callback on the same session");
+    CHECK(std::string(re.msg) ==
+          "ember_prefill: ember_generate is running on this session (a call from its callback, or from another thread: one thread at a time)");
     ember_session_destroy(s);
+    ember_model_close(m);
+}
+
+TEST_CASE("C API: a session destroyed from its own callback, *made after a failure part way, one caller arena per live session") {
+    ember::test::TempDir dir;
+    Err e;
+    ember_model* m = nullptr;
+    REQUIRE(ember_model_open(gptpy(dir).c_str(), &m, e.buf, sizeof e.buf) == EMBER_OK);
+    int made = -1;
+
+    // ember_session_destroy from the callback: generation stops there, no call follows, and the
+    // session is destroyed when ember_generate returns (it was freed under the running generate:
+    // a use after free, which the sanitizer build reports).
+    for (const int at : {1, 3}) {
+        CAPTURE(at);
+        ember_session* s = nullptr;
+        REQUIRE(ember_session_create(m, nullptr, nullptr, 0, &s, e.buf, sizeof e.buf) == EMBER_OK);
+        REQUIRE(ember_prefill(s, "The", e.buf, sizeof e.buf) == EMBER_OK);
+        struct Destroyer {
+            ember_session* s;
+            int at, calls = 0;
+        } d{s, at};
+        const int rc = ember_generate(
+            s, 20, nullptr,
+            [](const char*, size_t, void* user) {
+                auto* dd = static_cast<Destroyer*>(user);
+                if (++dd->calls == dd->at) ember_session_destroy(dd->s);
+                return 0;
+            },
+            &d, &made, e.buf, sizeof e.buf);
+        CHECK(rc == EMBER_OK);
+        CHECK(d.calls == at);
+        CHECK(made == at);
+    }
+
+    // A callback that throws (C++): the error, and *made counts the token whose text it was given.
+    {
+        ember_session* s = nullptr;
+        REQUIRE(ember_session_create(m, nullptr, nullptr, 0, &s, e.buf, sizeof e.buf) == EMBER_OK);
+        REQUIRE(ember_prefill(s, "The", e.buf, sizeof e.buf) == EMBER_OK);
+        int calls = 0;
+        e.check(ember_generate(
+                    s, 20, nullptr,
+                    [](const char*, size_t, void* user) -> int {
+                        if (++*static_cast<int*>(user) == 4) throw std::runtime_error("callback gave up");
+                        return 0;
+                    },
+                    &calls, &made, e.buf, sizeof e.buf),
+                "callback gave up");
+        CHECK(made == 4);  // was 0, with 4 tokens' text given out
+        ember_session_destroy(s);
+    }
+
+    // Every logit NaN part way: the error names the token, and *made counts those before it,
+    // whose text the callback got.
+    {
+        ember::test::write_overflowing_ffn_checkpoint(dir.file("huge.safetensors"));
+        const std::string huge = ember::test::convert_to(dir, dir.file("huge.safetensors"), "text", ember::test::fixture("gptpy/vocab.txt"),
+                                                         ember::convert::WeightDType::I8, "huge.ember");
+        ember_model* hm = nullptr;
+        REQUIRE(ember_model_open(huge.c_str(), &hm, e.buf, sizeof e.buf) == EMBER_OK);
+        ember_session* s = nullptr;
+        REQUIRE(ember_session_create(hm, nullptr, nullptr, 0, &s, e.buf, sizeof e.buf) == EMBER_OK);
+        const Gen g = generate(s, "The", 5, sampling(0.0f, 1));
+        CAPTURE(g.err);
+        CHECK(g.rc == EMBER_ERROR);
+        CHECK(g.err.rfind("ember_generate: new token ", 0) == 0);
+        CHECK(g.err.find(" of 5: sampling: all 37 logits are NaN (the model's activations overflowed)") != std::string::npos);
+        const int k = std::atoi(g.err.c_str() + std::strlen("ember_generate: new token "));
+        CHECK(k >= 1);
+        CHECK(g.made == k - 1);
+        CHECK(static_cast<int>(g.text.size()) == k - 1);  // one character a token
+        ember_session_destroy(s);
+        ember_model_close(hm);
+    }
+
+    // One arena, two live sessions of a model: the second is refused (its create zeroed the
+    // arena under the first's KV cache, and the first then generated another text).
+    {
+        size_t need = 0;
+        ember_session_options o;
+        ember_session_options_default(&o);
+        o.threads = 1;
+        REQUIRE(ember_session_arena_bytes(m, &o, &need, e.buf, sizeof e.buf) == EMBER_OK);
+        Aligned arena(2 * need);
+        ember_session* a = nullptr;
+        ember_session* b = nullptr;
+        REQUIRE(ember_session_create(m, &o, arena.data(), need, &a, e.buf, sizeof e.buf) == EMBER_OK);
+        const Gen alone = generate(a, "The", 10, sampling(0.0f, 1));
+        REQUIRE(alone.rc == EMBER_OK);
+        e.check(ember_session_create(m, &o, arena.data(), need, &b, e.buf, sizeof e.buf),
+                "ember_session_create: the arena overlaps the one a live session of this model uses (");
+        CHECK(b == nullptr);
+        e.check(ember_session_create(m, &o, arena.data() + need - 64, need, &b, e.buf, sizeof e.buf), "overlaps");
+        // The next bytes do not overlap; after a's destroy, its bytes are free again.
+        REQUIRE(ember_session_create(m, &o, arena.data() + need, need, &b, e.buf, sizeof e.buf) == EMBER_OK);
+        CHECK(generate(a, "The", 10, sampling(0.0f, 1)).text == alone.text);
+        ember_session_destroy(b);
+        ember_session_destroy(a);
+        REQUIRE(ember_session_create(m, &o, arena.data(), need, &b, e.buf, sizeof e.buf) == EMBER_OK);
+        CHECK(generate(b, "The", 10, sampling(0.0f, 1)).text == alone.text);
+        ember_session_destroy(b);
+    }
     ember_model_close(m);
 }
 

@@ -13,6 +13,7 @@
 #include <string>
 
 #include "cli_util.h"
+#include "convert_util.h"
 #include "firmware/console_parser.h"
 #include "runtime/finetune_options.h"
 #include "kernels/cpu/cpu_features.h"
@@ -188,19 +189,7 @@ TEST_CASE("ember convert refuses bad checkpoints and vocabularies, leaving no fi
     }
 }
 
-namespace {
-
-// Where tensor `name`'s data starts in the bytes of a safetensors file (an 8-byte header length,
-// the JSON header, the data); *cols (may be null) gets its shape's second dimension.
-size_t safetensors_data_at(const std::string& bytes, const char* name, int* cols = nullptr) {
-    uint64_t header_len = 0;
-    std::memcpy(&header_len, bytes.data(), 8);
-    const auto header = nlohmann::json::parse(bytes.substr(8, header_len));
-    if (cols) *cols = header[name]["shape"][1].get<int>();
-    return 8 + header_len + header[name]["data_offsets"][0].get<size_t>();
-}
-
-}  // namespace
+using ember::test::safetensors_data_at;
 
 TEST_CASE("ember convert refuses non-finite weights, and f16 refuses values past its range") {
     ember::test::TempDir dir;
@@ -261,17 +250,7 @@ TEST_CASE("ember eval refuses a loss that is not finite (weights that overflow f
 
 TEST_CASE("ember eval and generate refuse an int8 model whose activations overflow f32 at every kernel level (plain printed a finite loss, generate a repeated character)") {
     ember::test::TempDir dir;
-    // gptpy/model.safetensors with block 0's first FFN weight's first 4 rows set to +-3e38: int8
-    // keeps them (scale 3e38 / 127), and those FFN outputs overflow to +-inf, which the next
-    // linear quantizes.
-    std::string bytes = ember::test::read_file(fixture("gptpy/model.safetensors"));
-    int C = 0;
-    const size_t at = safetensors_data_at(bytes, "blocks.0.ffwd.net.0.weight", &C);
-    for (int c = 0; c < 4 * C; ++c) {
-        const float v = c % 2 ? 3e38f : -3e38f;
-        std::memcpy(&bytes[at + 4 * static_cast<size_t>(c)], &v, 4);
-    }
-    ember::test::write_file(dir.file("huge.safetensors"), bytes);
+    ember::test::write_overflowing_ffn_checkpoint(dir.file("huge.safetensors"));
     const Run conv = ember_cli("convert " + q(dir.file("huge.safetensors")) + " -o " + q(dir.file("huge.ember")) + " --vocab-text " +
                                    q(fixture("gptpy/vocab.txt")),
                                dir);

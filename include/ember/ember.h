@@ -87,10 +87,14 @@ int ember_session_arena_bytes(const ember_model* model, const ember_session_opti
 /* Creates a session on the CPU backend. arena NULL: the session allocates its arena itself
  * (arena_size ignored). Otherwise arena[arena_size] is used and nothing is written outside it;
  * a buffer too small or misaligned is refused before anything is written. The session keeps
- * using the arena until ember_session_destroy. opts NULL: the defaults. */
+ * using the arena until ember_session_destroy: an arena that overlaps one a live session of the
+ * same model uses is refused (sessions of two models cannot see each other's: give each session
+ * its own). opts NULL: the defaults. */
 int ember_session_create(const ember_model* model, const ember_session_options* opts, void* arena, size_t arena_size,
                          ember_session** out, char* err, size_t err_size);
-void ember_session_destroy(ember_session* session); /* NULL is ignored */
+/* NULL is ignored. From the session's own ember_generate callback: generation stops there (no
+ * more callbacks) and the session is destroyed as ember_generate returns. */
+void ember_session_destroy(ember_session* session);
 
 /* Sampling (torch.multinomial over softmax(logits / temperature), filtered): */
 typedef struct ember_sampling {
@@ -108,7 +112,9 @@ void ember_sampling_default(ember_sampling* s); /* temperature 1, top_k 0, top_p
 int ember_prefill(ember_session* session, const char* prompt, char* err, size_t err_size);
 
 /* The callback must not call ember_prefill or ember_generate on the same session (refused with
- * EMBER_ERROR); other sessions are free.
+ * EMBER_ERROR); it may destroy it (ember_session_destroy); other sessions are free. It must
+ * return (nonzero to stop): a longjmp out of it leaves the session refusing every later call,
+ * and leaks. A C++ callback that throws: EMBER_ERROR with the exception's message.
  * Called with the text of each generated token, in whole UTF-8 characters: a BPE token that
  * ends inside a character is held back and passed with the token that completes it (so there
  * may be fewer calls than tokens; at the end an incomplete tail is passed as U+FFFD).
@@ -117,7 +123,9 @@ typedef int (*ember_token_callback)(const char* text, size_t len, void* user);
 
 /* Samples up to n_tokens tokens after the sequence ember_prefill started, each from the
  * logits after the one before, and calls on_token (may be NULL) with their text. *made (may be NULL)
- * receives the number sampled. One ember_generate per ember_prefill: the next text starts
+ * receives the number sampled, also when generation fails part way (their text went to
+ * on_token): every logit NaN, a model whose activations overflow ("ember_generate: new token K
+ * of N: sampling: all V logits are NaN ..."; *made is K - 1), or a callback that throws. One ember_generate per ember_prefill: the next text starts
  * with ember_prefill again: after any ember_generate that got past its checks (n_tokens 0
  * included, or stopped by the callback) the sequence is used up, and another call is refused
  * ("no sequence: call ember_prefill first"), as is a call with no ember_prefill before it.
