@@ -102,10 +102,12 @@ public:
     // here), the text passes through it: generation ends with the token that completes a
     // stop string, and the stop string is not passed to on_text.
     // The sequence must be started first (append the prompt ids). Allocates nothing per token.
+    // A logit among the first tok.size() that is not finite throws ember::Error naming the token
+    // and the logit, as eval refuses it (the model overflows), after the text made until then.
     GenerateResult generate(int n, const SamplerOptions& sampling, const Tokenizer& tok, Utf8Stream& stream,
                             const std::function<void(std::string_view)>& on_text,
                             const std::function<bool()>& should_stop = {}, StopStrings* stops = nullptr);
-    // Tokens the last generate() sampled, also when it threw part way (every logit NaN, an
+    // Tokens the last generate() sampled, also when it threw part way (a logit not finite, an
     // exception from on_text): their text went to on_text before the throw.
     int tokens_generated() const { return generated_; }
 

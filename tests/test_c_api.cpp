@@ -691,7 +691,8 @@ TEST_CASE("C API: a session destroyed from its own callback, *made after a failu
         CAPTURE(g.err);
         CHECK(g.rc == EMBER_ERROR);
         CHECK(g.err.rfind("ember_generate: new token ", 0) == 0);
-        CHECK(g.err.find(" of 5: sampling: all 37 logits are NaN (the model's activations overflowed)") != std::string::npos);
+        CHECK(g.err.find(" of 5: logit ") != std::string::npos);
+        CHECK(g.err.find(" of 37 is nan: the model's activations overflow f32") != std::string::npos);
         const int k = std::atoi(g.err.c_str() + std::strlen("ember_generate: new token "));
         CHECK(k >= 1);
         CHECK(g.made == k - 1);

@@ -211,7 +211,7 @@ TEST_CASE("ember convert refuses non-finite weights, and f16 refuses values past
     check_no_output(dir);
 }
 
-TEST_CASE("ember eval refuses a loss that is not finite (weights that overflow f32), naming the token, where it printed 'loss nan'") {
+TEST_CASE("ember eval and generate refuse a logit that is not finite (weights that overflow f32), naming the token, where eval printed 'loss nan'") {
     ember::test::TempDir dir;
     // gptpy/model.safetensors with lm_head.weight's row 0 set to 1e38: finite weights, so the
     // converter takes them at f32, but logit 0 overflows to +-inf for every hidden state.
@@ -233,6 +233,11 @@ TEST_CASE("ember eval refuses a loss that is not finite (weights that overflow f
     CHECK(r.err.find(": the logits that predict token 1 of the text evaluated are not finite (logit 0 is ") != std::string::npos);
     CHECK(r.err.find("): the model's weights overflow f32") != std::string::npos);
     CHECK(r.out.find("loss") == std::string::npos);
+    // generate: the same logit, one of 37 (it sampled around it and printed a text, exit 0).
+    const Run g = ember_cli("generate -m " + q(dir.file("huge.ember")) + " -p 'The' -n 5", dir);
+    check_refused(g, "generate: new token 1 of 5: logit 0 of 37 is ");
+    CHECK(g.err.find(": the model's activations overflow f32") != std::string::npos);
+    CHECK(g.out == "The");
     // The console's eval: the same refusal, one ERR line.
     const std::string models = dir.file("models");
     REQUIRE(::mkdir(models.c_str(), 0755) == 0);
@@ -265,12 +270,13 @@ TEST_CASE("ember eval and generate refuse an int8 model whose activations overfl
         check_refused(r, "eval: the loss is nan: ");
         CHECK(r.out.find("loss") == std::string::npos);
         // generate: every logit is NaN, so nothing can be drawn (greedy took id 0, sampling the
-        // first -inf key, and printed a text of one repeated character).
+        // first -inf key, and printed a text of one repeated character); any logit that is not
+        // finite is refused, as eval refuses it.
         for (const std::string temp : {"0", "0.8"}) {
             CAPTURE(temp);
             const Run g = ember_cli_in_shell("EMBER_CPU_KERNELS=" + level,
                                              "generate -m " + q(dir.file("huge.ember")) + " -p 'The' -n 5 --temperature " + temp, dir);
-            check_refused(g, ": sampling: all 37 logits are NaN (the model's activations overflowed)");
+            check_refused(g, " of 37 is nan: the model's activations overflow f32");
             CHECK(g.err.find("generate: new token ") != std::string::npos);
             CHECK(g.out.rfind("The", 0) == 0);  // the prompt, and the tokens before the NaN, went out
         }
@@ -286,7 +292,8 @@ TEST_CASE("ember eval and generate refuse an int8 model whose activations overfl
     const std::string con = ember::test::read_file(dir.file("console.out"));
     CAPTURE(con);
     CHECK(rc == 0);
-    CHECK(con.find(" of 5: sampling: all 37 logits are NaN (the model's activations overflowed)") != std::string::npos);
+    CHECK(con.find(" of 37 is nan: the model's activations overflow f32") != std::string::npos);
+    CHECK(con.find("ERR generate: new token ") != std::string::npos);
     CHECK(con.find("OK gen") == std::string::npos);
     CHECK(con.find("OK info") != std::string::npos);
 }

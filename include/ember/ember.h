@@ -124,8 +124,8 @@ typedef int (*ember_token_callback)(const char* text, size_t len, void* user);
 /* Samples up to n_tokens tokens after the sequence ember_prefill started, each from the
  * logits after the one before, and calls on_token (may be NULL) with their text. *made (may be NULL)
  * receives the number sampled, also when generation fails part way (their text went to
- * on_token): every logit NaN, a model whose activations overflow ("ember_generate: new token K
- * of N: sampling: all V logits are NaN ..."; *made is K - 1), or a callback that throws. One ember_generate per ember_prefill: the next text starts
+ * on_token): a logit that is not finite, a model whose activations overflow ("ember_generate:
+ * new token K of N: logit I of V is nan: ..."; *made is K - 1), or a callback that throws. One ember_generate per ember_prefill: the next text starts
  * with ember_prefill again: after any ember_generate that got past its checks (n_tokens 0
  * included, or stopped by the callback) the sequence is used up, and another call is refused
  * ("no sequence: call ember_prefill first"), as is a call with no ember_prefill before it.
