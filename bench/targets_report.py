@@ -71,18 +71,28 @@ line('GPT-2 decode, 255 from one, 2 threads, tok/s', '>= 70% of the bound (goal 
 
 
 def cache_size(index):
-    """A cache level's size as sysfs gives it for cpu0 (e.g. '512K', '32768K'), or '?'."""
+    """A cache level's size as sysfs gives it for cpu0 (e.g. '512K', '32768K'), or None."""
     try:
         return open('/sys/devices/system/cpu/cpu0/cache/index%d/size' % index).read().strip()
     except OSError:
-        return '?'
+        return None
+
+
+def l3_size():
+    """L3 from sysfs, else the last-level cache size `ember bench` used and where it came from."""
+    if cache_size(3):
+        return cache_size(3)
+    rec = next((r for r in bench if r.get('last_level_cache_bytes')), None)
+    if rec:
+        return '%d MiB per %s' % (rec['last_level_cache_bytes'] >> 20, rec.get('last_level_cache_source', '?'))
+    return 'unknown: no sysfs cache entries'
 
 
 print('\nThe full configuration\'s %.1f MB of weights exceed one core\'s L2 (%s here) but not L2 + L3 (L3 %s),'
       ' so its "bound" above is the rate at which as many threads as the row names read a 12 MiB buffer in repeated'
       ' sweeps (bench/membw.cpp): not a hard limit, since each core\'s L2 keeps part of the weights its rows use'
       ' between tokens. GPT-2\'s %.1f MB come from DRAM every token: its bound is the one issue 13 names'
-      ' (read bandwidth / weight bytes).' % (wf / 1e6, cache_size(2), cache_size(3), wg / 1e6))
+      ' (read bandwidth / weight bytes).' % (wf / 1e6, cache_size(2) or 'unknown: no sysfs cache entries', l3_size(), wg / 1e6))
 
 
 def solo_shares(b, model, case):

@@ -196,6 +196,33 @@ TEST_CASE("sampler: greedy passes over NaN logits wherever they sit, keeps the f
     CHECK(s.sample(neg) == 1);  // -inf is a number: chosen over NaN
 }
 
+TEST_CASE("sampler: greedy takes the first maximum over random logits with ties, -0 and +0, denormals, infinities and NaN") {
+    // The vectorized greedy pass (integer keys) against the scalar rule it replaced: the first
+    // i whose logit is a number and greater than every earlier one's.
+    const int V = 1000;
+    std::vector<float> probs(V), logits(V);
+    std::vector<int> ids(V);
+    SamplerOptions o;
+    o.temperature = 0.0f;
+    Sampler s(o, V, probs.data(), ids.data());
+    const float special[] = {0.0f, -0.0f, 1e-45f, -1e-45f, 1e-38f, -1e-38f, INFINITY, -INFINITY, std::nanf(""), -std::nanf(""), 3.0f, -3.0f};
+    std::mt19937 rng(5);
+    for (int round = 0; round < 300; ++round) {
+        for (float& l : logits) {
+            const unsigned r = rng() % 16;
+            l = r < 12 ? special[r] : static_cast<float>(static_cast<int>(rng() % 7) - 3);  // small integers: many ties
+        }
+        if (round % 3 == 0) std::fill(logits.begin(), logits.end() - 1, -0.0f);  // -0 before a final +0: equal
+        if (round % 3 == 0) logits.back() = 0.0f;
+        int expect = -1;
+        for (int i = 0; i < V; ++i) {
+            if (!std::isnan(logits[i]) && (expect < 0 || logits[i] > logits[expect])) expect = i;
+        }
+        REQUIRE(expect >= 0);
+        CHECK(s.sample(logits.data()) == expect);
+    }
+}
+
 TEST_CASE("sampler: NaN logits (overflowing weights) are never drawn, +inf wins, all NaN is an error, all -inf a valid id") {
     const int V = 100;  // above std::sort's insertion-sort threshold, where a NaN comparator can run off the array
     std::vector<float> probs(V), logits(V);
