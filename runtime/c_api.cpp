@@ -2,6 +2,7 @@
 // runtime throws and turns it into EMBER_ERROR and one line in the caller's buffer.
 #include "ember/ember.h"
 
+#include <cstdint>
 #include <cstring>
 #include <exception>
 #include <memory>
@@ -20,9 +21,10 @@
 #define EMBER_VERSION_STRING "0"
 #endif
 
-// A caller's arena [begin, begin + bytes) in use by one live session of a model.
+// A caller's arena [begin, begin + bytes) in use by one live session of a model (addresses as
+// integers: < between pointers into different objects is unspecified).
 struct ArenaInUse {
-    const char* begin;
+    uintptr_t begin;
     size_t bytes;
 };
 
@@ -39,7 +41,7 @@ struct ember_session {
     const ember_model* m = nullptr;
     std::unique_ptr<ember::Session> s;
     std::unique_ptr<ember::Utf8Stream> stream;
-    const char* arena = nullptr;  // the caller's, or nullptr
+    uintptr_t arena = 0;  // the caller's, or 0
     bool started = false;
     bool generating = false;       // inside ember_generate (its callback may not use this session)
     bool destroy_pending = false;  // ember_session_destroy from the callback: done when generate returns
@@ -168,7 +170,7 @@ int ember_session_create(const ember_model* model, const ember_session_options* 
         ember::SessionOptions so = session_options(opts);
         so.arena = arena;
         so.arena_bytes = arena ? arena_size : 0;
-        const char* a = static_cast<const char*>(arena);
+        const uintptr_t a = reinterpret_cast<uintptr_t>(arena);
         if (a) {
             for (const ArenaInUse& u : model->arenas) {
                 if (a < u.begin + u.bytes && u.begin < a + arena_size)
@@ -268,10 +270,7 @@ int ember_generate(ember_session* session, int n_tokens, const ember_sampling* s
     if (!session || session->generating) return rc;  // refused: a NULL session, or a call from the callback
     // The tokens sampled, also when generation failed part way (their text went out).
     if (ran && made) *made = session->s->tokens_generated();
-    if (session->destroy_pending) {
-        session->generating = false;
-        ember_session_destroy(session);
-    }
+    if (session->destroy_pending) ember_session_destroy(session);
     return rc;
 }
 
