@@ -191,6 +191,26 @@ TEST_CASE("ember convert refuses bad checkpoints and vocabularies, leaving no fi
 
 using ember::test::safetensors_data_at;
 
+namespace {
+
+// ember-console --stdio on dir/models holding dir/MODEL (moved there), fed "load NAME\n" and
+// `commands`; its exit status checked (0), its output (stdout and stderr) returned.
+std::string console_on(const ember::test::TempDir& dir, const std::string& model, const std::string& commands) {
+    const std::string models = dir.file("models");
+    REQUIRE(::mkdir(models.c_str(), 0755) == 0);
+    REQUIRE(std::rename(dir.file(model).c_str(), (models + "/" + model).c_str()) == 0);
+    ember::test::write_file(dir.file("commands"), "load " + model.substr(0, model.size() - 6) + "\n" + commands);
+    const std::string cmd = ember::test::program_cmd(EMBER_CONSOLE) + " --stdio --models " + q(models) + " <" + q(dir.file("commands")) +
+                            " >" + q(dir.file("console.out")) + " 2>&1";
+    const int rc = std::system(cmd.c_str());
+    const std::string con = ember::test::read_file(dir.file("console.out"));
+    CAPTURE(con);
+    CHECK(rc == 0);
+    return con;
+}
+
+}  // namespace
+
 TEST_CASE("ember convert refuses non-finite weights, and f16 refuses values past its range") {
     ember::test::TempDir dir;
     // gptpy/model.safetensors with lm_head.bias[0] set to NaN, then lm_head.weight[0] to 1e6.
@@ -239,16 +259,8 @@ TEST_CASE("ember eval and generate refuse a logit that is not finite (weights th
     CHECK(g.err.find(": the model's activations overflow f32") != std::string::npos);
     CHECK(g.out == "The");
     // The console's eval: the same refusal, one ERR line.
-    const std::string models = dir.file("models");
-    REQUIRE(::mkdir(models.c_str(), 0755) == 0);
-    REQUIRE(std::rename(dir.file("huge.ember").c_str(), (models + "/huge.ember").c_str()) == 0);
-    ember::test::write_file(dir.file("commands"), "load huge\neval --split all " + dir.file("text.txt") + "\n");
-    const std::string cmd = ember::test::program_cmd(EMBER_CONSOLE) + " --stdio --models " + q(models) + " <" + q(dir.file("commands")) +
-                            " >" + q(dir.file("console.out")) + " 2>&1";
-    const int rc = std::system(cmd.c_str());
-    const std::string con = ember::test::read_file(dir.file("console.out"));
+    const std::string con = console_on(dir, "huge.ember", "eval --split all " + dir.file("text.txt") + "\n");
     CAPTURE(con);
-    CHECK(rc == 0);
     CHECK(con.find("ERR eval: the loss is nan: ") != std::string::npos);
     CHECK(con.find("OK loss") == std::string::npos);
 }
@@ -282,16 +294,8 @@ TEST_CASE("ember eval and generate refuse an int8 model whose activations overfl
         }
     }
     // The console: one ERR line, and the next command still runs.
-    const std::string models = dir.file("models");
-    REQUIRE(::mkdir(models.c_str(), 0755) == 0);
-    REQUIRE(std::rename(dir.file("huge.ember").c_str(), (models + "/huge.ember").c_str()) == 0);
-    ember::test::write_file(dir.file("commands"), "load huge\ngen -n 5 The\ninfo\n");
-    const std::string cmd = ember::test::program_cmd(EMBER_CONSOLE) + " --stdio --models " + q(models) + " <" + q(dir.file("commands")) +
-                            " >" + q(dir.file("console.out")) + " 2>&1";
-    const int rc = std::system(cmd.c_str());
-    const std::string con = ember::test::read_file(dir.file("console.out"));
+    const std::string con = console_on(dir, "huge.ember", "gen -n 5 The\ninfo\n");
     CAPTURE(con);
-    CHECK(rc == 0);
     CHECK(con.find(" of 37 is nan: the model's activations overflow f32") != std::string::npos);
     CHECK(con.find("ERR generate: new token ") != std::string::npos);
     CHECK(con.find("OK gen") == std::string::npos);
