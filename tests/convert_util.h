@@ -52,15 +52,22 @@ inline size_t safetensors_data_at(const std::string& bytes, const char* name, in
     return 8 + header_len + header[name]["data_offsets"][0].get<size_t>();
 }
 
-// gptpy/model.safetensors with block 0's first FFN weight's first 4 rows set to +-3e38, written
-// to path: int8 keeps them (scale 3e38 / 127), and those FFN outputs overflow to +-inf, which
-// the next linear quantizes: every logit NaN for most inputs (vocabulary: gptpy/vocab.txt).
+// gptpy/model.safetensors with block 0's first FFN weight's first 32 rows set to +-3e38 (signs
+// from a fixed pseudo-random sequence), written to path: int8 keeps them (scale 3e38 / 127).
+// Each such hidden unit is 3e38 times a +-1 projection of the LayerNorm's output, which passes
+// 1.13 (and overflows f32 to +inf, kept by ReLU) for one of 32 independent projections at every
+// position but with a chance of about 0.58^32; the next linear quantizes the inf, so every
+// logit is NaN, at every kernel level. (One sign pattern shared by 4 rows left a single
+// projection, finite at about 1 position in 6: NEON's decode of "The" stayed finite.)
+// Vocabulary: gptpy/vocab.txt.
 inline void write_overflowing_ffn_checkpoint(const std::string& path) {
     std::string bytes = read_file(fixture("gptpy/model.safetensors"));
     int C = 0;
     const size_t at = safetensors_data_at(bytes, "blocks.0.ffwd.net.0.weight", &C);
-    for (int c = 0; c < 4 * C; ++c) {
-        const float v = c % 2 ? 3e38f : -3e38f;
+    uint32_t state = 12345;  // a fixed linear congruential sequence: the same file everywhere
+    for (int c = 0; c < 32 * C; ++c) {
+        state = state * 1664525u + 1013904223u;
+        const float v = (state >> 31) ? 3e38f : -3e38f;
         std::memcpy(&bytes[at + 4 * static_cast<size_t>(c)], &v, 4);
     }
     write_file(path, bytes);
