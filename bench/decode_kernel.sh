@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds and runs bench/int8_decode_rate.cpp: the int8 decode kernel's read rate (one thread)
-# against a plain stream read of the same bytes, from L1, L2 and L3. About 30 seconds. On a CPU
+# against a plain stream read of the same bytes, from L1, L2, L3 and DRAM. About 15 seconds. On a CPU
 # with AVX2, then bench/avx2_dot_ab.cpp: the avx2 dot product before and after 2026-12-07,
 # interleaved in one process. About 20 seconds more.
 #   bench/decode_kernel.sh        (after scripts/build.sh)

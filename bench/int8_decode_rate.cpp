@@ -4,8 +4,8 @@
 // model larger than the last-level cache, and with the cache_resident hint it sets for one that
 // fits (kernels/cpu/weights.h; on AVX2 the 8-row kernel). Weights of the lecture's full configuration's fc
 // shape (W [1536, 384], groups of 64), in working sets that fit L1 (64 rows), L2 (1024 rows,
-// 384 KiB) and L3 (20 matrices, 11.3 MiB, about a decode's weights). For each: the median and
-// best of 15 passes in GB/s. Built against the kernels library:
+// 384 KiB), L3 (20 matrices, 11.3 MiB, about a decode's weights) and DRAM (400 matrices,
+// 225 MiB, larger than any L3 here). For each: the median and best of 15 passes in GB/s. Built against the kernels library:
 //   g++ -O3 -march=native -std=c++17 -I. bench/int8_decode_rate.cpp build/kernels/libember_kernels.a -pthread \
 //       -o bench/out/int8_decode_rate && bench/out/int8_decode_rate
 // (bench/decode_kernel.sh does both.) The kernel timed is cpu_level()'s: see `ember bench`.
@@ -79,7 +79,7 @@ int main() {
         int rows, mats;
     };
     for (const Set& set : {Set{"L1: 64 rows, 24 KiB", 64, 1}, Set{"L2: 1024 rows, 384 KiB", 1024, 1},
-                           Set{"L3: 20 x 1536 rows, 11 MiB", 1536, 20}}) {
+                           Set{"L3: 20 x 1536 rows, 11 MiB", 1536, 20}, Set{"DRAM: 400 x 1536 rows, 225 MiB", 1536, 400}}) {
         const size_t bytes = static_cast<size_t>(set.rows) * kK;
         std::vector<int8_t> w(bytes * set.mats);
         std::vector<float> scales(static_cast<size_t>(set.rows) * set.mats * (kK / kGroup));

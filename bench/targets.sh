@@ -7,7 +7,8 @@
 #     (every row's logits, and the last row's: the prompt path) and decode of 255 tokens from one;
 #   the read bandwidth (bench/membw.cpp) over a buffer the size of each model's weights (12 MiB:
 #     the full configuration's 11.4 MB sit in L2 + L3 here; 1 GiB: DRAM, GPT-2's 132 MB), before
-#     and after, which bounds decode: tok/s <= bandwidth / weight bytes per token.
+#     and after, which bounds decode: tok/s <= bandwidth / weight bytes per token; and the DRAM
+#     rate right before and after each GPT-2 decode run, which that run is compared with.
 # `uptime` is recorded with every round. Writes bench/targets_results.md (or --out FILE: one file
 # per machine, e.g. bench/targets_results_epyc.md) and prints it.
 #   bench/targets.sh [--rounds N] [--peer PATH_TO_EMBER] [--out FILE]   (about 4 minutes for 2 rounds)
@@ -43,6 +44,9 @@ g++ -O3 -march=native -pthread bench/membw.cpp -o bench/out/membw
 out=bench/out/targets.jsonl
 : > $out
 membw() { for mib in 12 1024; do bench/out/membw $mib | sed "s/^{/{\"kind\":\"membw\",\"when\":\"$1\",/" >> $out; done; }
+# The DRAM read rate right before and right after each GPT-2 decode run: this VM's rate moves by
+# half within minutes, so each run is compared with the rate around it as well.
+membw_around() { bench/out/membw 1024 | sed "s|^{|{\"kind\":\"membw\",\"when\":\"$1\",\"round\":$2,\"bin\":\"$3\",|" >> $out; }
 tag() { sed "s|^{|{\"kind\":\"bench\",\"bin\":\"$1\",\"model\":\"$2\",\"case\":\"$3\",\"round\":$4,\"load\":\"$(cut -d' ' -f1 /proc/loadavg)\",|" >> $out; }
 membw before
 for round in $(seq 1 "$rounds"); do
@@ -54,7 +58,9 @@ for round in $(seq 1 "$rounds"); do
     if $b bench --help 2>&1 | grep -q prefill-logits; then
       $b bench -m $gpt2 --threads 2 --runs 2 -p 1024 -n 1 --prefill-logits last --json | tag "$b" gpt2 "prefill last" "$round"
     fi
+    membw_around "decode before" "$round" "$b"
     $b bench -m $gpt2 --threads 2 --runs 1 -p 1 -n 255 --json | tag "$b" gpt2 "decode" "$round"
+    membw_around "decode after" "$round" "$b"
   done
 done
 membw after

@@ -2,7 +2,8 @@
   python3 bench/targets_report.py bench/out/targets.jsonl THIS_BIN [PEER_BIN]
 Each figure is the median over rounds of `ember bench`'s own median. The bound: read bandwidth
 (bench/membw.cpp, best and lowest of the before/after runs, at the thread count) / weight bytes
-per token (every weight once; wpe's one row is ignored, 0.2% for the full configuration)."""
+per token (every weight once; wpe's one row is ignored, 0.2% for the full configuration); and
+each GPT-2 decode run against the DRAM rate measured right before and after it."""
 import datetime, json, platform, statistics, sys
 
 rows = [json.loads(l) for l in open(sys.argv[1])]
@@ -68,6 +69,26 @@ d = pick(bins[0], 'gpt2', 'decode', 'decode_tok_s')
 line('GPT-2 decode, 255 from one, 2 threads, tok/s', '>= 70% of the bound (goal 90%)', 'gpt2', 'decode', 'decode_tok_s',
      '%.1f to %.1f (%.1f to %.1f GB/s over 1 GiB / %.1f MB): this build at %.0f%% to %.0f%%'
      % (lo * 1e9 / wg, hi * 1e9 / wg, lo, hi, wg / 1e6, 100 * d * wg / 1e9 / hi, 100 * d * wg / 1e9 / lo))
+
+
+def paired_shares(b):
+    """Each GPT-2 decode run of b against the 2-thread DRAM read rate measured right before and
+    right after it (the mean of the two), in round order; [] for runs made without them."""
+    out = []
+    for r in sorted((r for r in bench if r['bin'] == b and r['model'] == 'gpt2' and r['case'] == 'decode'), key=lambda r: r['round']):
+        around = [m['read_GB_s'] for m in bw if m.get('bin') == b and m.get('round') == r['round'] and m['threads'] == 2
+                  and m['when'] in ('decode before', 'decode after')]
+        if len(around) == 2:
+            out.append((r['decode_tok_s'] * wg / 1e9 / statistics.mean(around), statistics.mean(around)))
+    return out
+
+
+paired = [(b, paired_shares(b)) for b in bins]
+if any(p for _, p in paired):
+    print('\nGPT-2 decode against the DRAM read rate measured right before and right after each run (2 threads,'
+          ' 1 GiB; the mean of the two), per round: ' + '; '.join(
+              '`%s` %s (median %.0f%%)' % (b, ', '.join('%.0f%% of %.1f GB/s' % (100 * s, gb) for s, gb in p),
+                                           100 * statistics.median(s for s, _ in p)) for b, p in paired if p) + '.')
 
 
 def cache_size(index):
