@@ -5,7 +5,8 @@
 // fits (kernels/cpu/weights.h; on AVX2 the 8-row kernel). Weights of the lecture's full configuration's fc
 // shape (W [1536, 384], groups of 64), in working sets that fit L1 (64 rows), L2 (1024 rows,
 // 384 KiB), L3 (20 matrices, 11.3 MiB, about a decode's weights) and DRAM (400 matrices,
-// 225 MiB, larger than any L3 here). For each: the median and best of 15 passes in GB/s. Built against the kernels library:
+// 225 MiB, larger than any L3 here). For each: the median and best of 15 passes in GB/s.
+// Built against the kernels library:
 //   g++ -O3 -march=native -std=c++17 -I. bench/int8_decode_rate.cpp build/kernels/libember_kernels.a -pthread \
 //       -o bench/out/int8_decode_rate && bench/out/int8_decode_rate
 // (bench/decode_kernel.sh does both.) The kernel timed is cpu_level()'s: see `ember bench`.

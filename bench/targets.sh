@@ -43,12 +43,15 @@ fi
 g++ -O3 -march=native -pthread bench/membw.cpp -o bench/out/membw
 out=bench/out/targets.jsonl
 : > $out
-membw() { for mib in 12 1024; do bench/out/membw $mib | sed "s/^{/{\"kind\":\"membw\",\"when\":\"$1\",/" >> $out; done; }
-# The DRAM read rate right before and right after each GPT-2 decode run: this VM's rate moves by
-# half within minutes, so each run is compared with the rate around it as well.
-membw_around() { bench/out/membw 1024 | sed "s|^{|{\"kind\":\"membw\",\"when\":\"$1\",\"round\":$2,\"bin\":\"$3\",|" >> $out; }
+# membw WHEN FIELDS MIB...: bench/membw.cpp over each buffer size, its JSON lines tagged with
+# WHEN and FIELDS (more "key":value, pairs, each ending in a comma, or empty).
+membw() {
+  local when=$1 fields=$2
+  shift 2
+  for mib in "$@"; do bench/out/membw "$mib" | sed "s|^{|{\"kind\":\"membw\",\"when\":\"$when\",$fields|" >> $out; done
+}
 tag() { sed "s|^{|{\"kind\":\"bench\",\"bin\":\"$1\",\"model\":\"$2\",\"case\":\"$3\",\"round\":$4,\"load\":\"$(cut -d' ' -f1 /proc/loadavg)\",|" >> $out; }
-membw before
+membw before '' 12 1024
 for round in $(seq 1 "$rounds"); do
   for b in "${bins[@]}"; do
     for th in 1 2; do
@@ -58,11 +61,13 @@ for round in $(seq 1 "$rounds"); do
     if $b bench --help 2>&1 | grep -q prefill-logits; then
       $b bench -m $gpt2 --threads 2 --runs 2 -p 1024 -n 1 --prefill-logits last --json | tag "$b" gpt2 "prefill last" "$round"
     fi
-    membw_around "decode before" "$round" "$b"
+    # The DRAM rate right before and right after each GPT-2 decode run: this VM's rate moves by
+    # half within minutes, so each run is compared with the rate around it as well.
+    membw "decode before" "\"round\":$round,\"bin\":\"$b\"," 1024
     $b bench -m $gpt2 --threads 2 --runs 1 -p 1 -n 255 --json | tag "$b" gpt2 "decode" "$round"
-    membw_around "decode after" "$round" "$b"
+    membw "decode after" "\"round\":$round,\"bin\":\"$b\"," 1024
   done
 done
-membw after
+membw after '' 12 1024
 /usr/bin/python3 bench/targets_report.py $out "${bins[@]}" > "$results"
 cat "$results"

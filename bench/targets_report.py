@@ -18,7 +18,8 @@ def pick(b, model, case, field):
 
 
 def bandwidth(mib, threads):
-    v = [r['read_GB_s'] for r in bw if r['buffer_MiB'] == mib and r['threads'] == threads]
+    """Best and lowest of the reads before the first round and after the last."""
+    v = [r['read_GB_s'] for r in bw if r['buffer_MiB'] == mib and r['threads'] == threads and r['when'] in ('before', 'after')]
     return max(v), min(v)
 
 
@@ -79,7 +80,8 @@ def paired_shares(b):
         around = [m['read_GB_s'] for m in bw if m.get('bin') == b and m.get('round') == r['round'] and m['threads'] == 2
                   and m['when'] in ('decode before', 'decode after')]
         if len(around) == 2:
-            out.append((r['decode_tok_s'] * wg / 1e9 / statistics.mean(around), statistics.mean(around)))
+            rate = statistics.mean(around)
+            out.append((r['decode_tok_s'] * wg / 1e9 / rate, rate))
     return out
 
 
