@@ -40,6 +40,8 @@ bool takes_rows8_decode(bool cache_resident, int T, int K, int group);
 // flight: an L1 has few miss buffers. On a 2-vCPU AMD EPYC with AVX-512 VNNI (2026-12-04,
 // GPT-2 124M int8, alternated runs; docs/benchmarks.md) this took decode from about 84 to 196
 // tokens/s on one thread and from 155 to 240 on two; 16 KiB beat 8 and equalled 32 and 64.
+// Against no software prefetch (2026-12-07, alternated): 1.15x to 1.82x on one thread and
+// 1.12x to 1.68x on two, mapped or --no-mmap alike.
 // Measured only for weights from DRAM; cache_resident weights with other group sizes take it
 // too. ARM keeps one block ahead into L1: not measured there (qemu's speed means nothing).
 constexpr size_t kStreamAhead = 16384;
