@@ -1,14 +1,13 @@
 #include "cli/commands.h"
+#include "cli/temp_files.h"
 
 #include <nlohmann/json.hpp>
 
-#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <memory>
-#include <csignal>
 #include <cstdlib>
 #include <cstring>
 #include <chrono>
@@ -70,63 +69,9 @@ std::string weights_held(const Model& m, const LoadOptions& load) {
 
 }  // namespace
 
-namespace {
-
-// SIGINT / SIGTERM during `ember convert`: the temporary files go, then the signal is raised
-// again with its default action, so the exit status says the process was killed. A signal
-// handler can reach only static storage: each path is copied here before its file is created
-// (the count raised after the copy) and only read by the handler, which calls async-signal-safe
-// functions alone (unlink, signal, raise). Paths nest: the scale check's probe file
-// (OUT.scale-check-PID, convert.cpp) is told before the writer tells its own OUT...tmp-PID,
-// and nullptr forgets the latest one told.
-constexpr int kTempSlots = 2;
-char g_temp_path[kTempSlots][4096];
-volatile std::sig_atomic_t g_temp_depth = 0;
-
-void remember_temp(const char* path) {
-    if (path == nullptr) {
-        if (g_temp_depth > 0) g_temp_depth = g_temp_depth - 1;
-        return;
-    }
-    const int d = g_temp_depth;
-    if (d < kTempSlots) {
-        // Too long to keep: an empty slot (left to the OS), still counted so that nullptr pairs up.
-        const bool fits = std::strlen(path) < sizeof g_temp_path[d];
-        if (fits) std::memcpy(g_temp_path[d], path, std::strlen(path) + 1);
-        else g_temp_path[d][0] = '\0';
-    }
-    g_temp_depth = d + 1;
-}
-
-extern "C" void on_convert_signal(int sig) {
-    for (int i = 0; i < g_temp_depth && i < kTempSlots; ++i) {
-        if (g_temp_path[i][0] != '\0') ::unlink(g_temp_path[i]);
-    }
-    std::signal(sig, SIG_DFL);
-    std::raise(sig);
-}
-
-// Installs the handler for one conversion and puts the previous ones back.
-struct ConvertSignals {
-    struct sigaction old_int {}, old_term {};
-    ConvertSignals() {
-        struct sigaction sa {};
-        sa.sa_handler = on_convert_signal;
-        sigemptyset(&sa.sa_mask);
-        sigaction(SIGINT, &sa, &old_int);
-        sigaction(SIGTERM, &sa, &old_term);
-    }
-    ~ConvertSignals() {
-        sigaction(SIGINT, &old_int, nullptr);
-        sigaction(SIGTERM, &old_term, nullptr);
-        g_temp_depth = 0;
-    }
-};
-
-}  // namespace
 
 int cmd_convert(convert::ConvertOptions opts) {
-    ConvertSignals signals;
+    TempFileSignals signals;
     opts.write.on_temp_file = remember_temp;
     const convert::ConvertResult r = convert::convert(opts);
     std::printf("%s", convert::format_summary(r).c_str());

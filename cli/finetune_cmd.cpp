@@ -1,4 +1,5 @@
 #include "cli/finetune_cmd.h"
+#include "cli/temp_files.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -26,8 +27,9 @@ namespace ember::cli {
 
 namespace {
 
-// Ctrl-C (or SIGTERM, kill's default) asks the run to stop after the current step (then the
-// adapter is written): a kill in the middle of a checkpoint left its temporary file behind. A
+// Ctrl-C, SIGTERM (kill's default) or SIGHUP (the terminal or ssh session closed) asks the run to
+// stop after the current step (then the adapter is written): a kill in the middle of a
+// checkpoint left its temporary file behind. A
 // signal handler can reach only static storage, hence this one file-local flag.
 std::atomic<bool> g_interrupted{false};
 extern "C" void on_stop_signal(int) { g_interrupted.store(true); }
@@ -40,7 +42,8 @@ int merge(const FinetuneArgs& a) {
     output_target(a.out);  // refused before the model and adapter are read
     auto model = Model::open(a.model);
     auto adapter = LoraAdapter::load(a.adapter, *model);
-    const convert::WriteReport r = convert::merge_adapter(*model, *adapter, a.adapter, a.out);
+    TempFileSignals signals;  // a kill while OUT.tmp-PID is written removes it (it was left behind)
+    const convert::WriteReport r = convert::merge_adapter(*model, *adapter, a.adapter, a.out, remember_temp);
     std::printf("merged %s (rank %d, alpha %g) into %s: %llu bytes, weights as %s\n", printable(a.adapter, 200).c_str(),
                 adapter->rank(), adapter->alpha(), printable(a.out, 200).c_str(), static_cast<unsigned long long>(r.file_bytes),
                 r.tensors.empty() ? "?" : kernels::wtype_name(r.tensors.front().dtype));
@@ -149,8 +152,10 @@ int cmd_finetune(const FinetuneArgs& a) {
                 static_cast<unsigned long long>(o.seed), run.trainer().threads(), run.trainer().plan().total);
     const int64_t first = run.step();
     if (first >= o.steps) {
-        std::printf("step %lld: already at --steps %lld, nothing to do\n", static_cast<long long>(first), static_cast<long long>(o.steps));
-        adapter->save(a.out);
+        // Nothing trained, nothing written: -o keeps what it holds (it used to get the adapter as
+        // it came, an untrained one over a trained adapter for `--steps 0` without --resume).
+        std::printf("step %lld: already at --steps %lld, nothing to do; %s not written\n", static_cast<long long>(first),
+                    static_cast<long long>(o.steps), printable(a.out, 200).c_str());
         return 0;
     }
     std::unique_ptr<CsvLog> log;
@@ -163,6 +168,7 @@ int cmd_finetune(const FinetuneArgs& a) {
     g_interrupted.store(false);
     auto previous = std::signal(SIGINT, on_stop_signal);
     auto previous_term = std::signal(SIGTERM, on_stop_signal);
+    auto previous_hup = std::signal(SIGHUP, on_stop_signal);
     int64_t skipped_steps = 0;
     double last_val = -1.0, last_tps = 0.0;
     try {
@@ -186,10 +192,12 @@ int cmd_finetune(const FinetuneArgs& a) {
     } catch (...) {
         std::signal(SIGINT, previous);
         std::signal(SIGTERM, previous_term);
+        std::signal(SIGHUP, previous_hup);
         throw;
     }
     std::signal(SIGINT, previous);
     std::signal(SIGTERM, previous_term);
+    std::signal(SIGHUP, previous_hup);
     if (g_interrupted.load()) std::printf("interrupted at step %lld\n", static_cast<long long>(run.step()));
     if (last_val < 0 || g_interrupted.load()) last_val = run.validation_loss();
     std::printf("wrote %s at step %lld: val loss %.4f, %.0f tokens/s%s\n", printable(a.out, 200).c_str(),

@@ -29,7 +29,7 @@ std::vector<float> dequantize(const kernels::WeightView& w) {
 }  // namespace
 
 WriteReport merge_adapter(const Model& model, const LoraAdapter& adapter, const std::string& adapter_path,
-                          const std::string& out_path) {
+                          const std::string& out_path, void (*on_temp_file)(const char* path)) {
     const ModelConfig& c = model.config();
     const ModelWeights& w = model.weights();
     if (adapter.base_checksum() != model.checksum()) fail("the adapter was made for another model than ", model.path());
@@ -53,6 +53,7 @@ WriteReport merge_adapter(const Model& model, const LoraAdapter& adapter, const 
     cm.config = c;
     WriteOptions wo;
     wo.group_size = 0;
+    wo.on_temp_file = on_temp_file;
     bool whole_rows = true;
     std::optional<WeightDType> dtype;
     for (const TensorInfo& t : model.tensors()) {

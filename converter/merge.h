@@ -14,7 +14,8 @@
 namespace ember::convert {
 
 // adapter: loaded for `model`. Throws ember::Error; on error out_path is untouched.
+// on_temp_file: as WriteOptions::on_temp_file (told OUT.tmp-PID, then nullptr), or nullptr.
 WriteReport merge_adapter(const Model& model, const LoraAdapter& adapter, const std::string& adapter_path,
-                          const std::string& out_path);
+                          const std::string& out_path, void (*on_temp_file)(const char* path) = nullptr);
 
 }  // namespace ember::convert

@@ -627,8 +627,9 @@ void Console::cmd_finetune(const Command& c) {
           fmt("%g", ro.clip) + ", to " + out_name + ".emba\n");
     const int64_t first = run.step();
     if (first >= ro.steps) {
-        adapter->save(out);
-        ok("finetune " + out_name + ".emba: already at step " + std::to_string(first) + " (--steps " + std::to_string(ro.steps) + ")");
+        // Nothing trained, nothing written (an untrained adapter used to replace a trained one).
+        ok("finetune " + out_name + ".emba: already at step " + std::to_string(first) + " (--steps " + std::to_string(ro.steps) +
+           "), nothing written");
         return;
     }
     write("step " + std::to_string(first) + ": val loss " + fmt("%.4f", run.validation_loss()) + (first ? " (resumed)\n" : " (before)\n"));

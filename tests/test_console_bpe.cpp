@@ -268,6 +268,13 @@ TEST_CASE("console finetune: writes a valid adapter, adapter NAME is used by gen
     CHECK(a->rank() == 4);
     CHECK(a->train.present);
     CHECK(a->train.step == 2);
+    // Steps already reached: nothing written (an untrained adapter used to replace ad.emba).
+    const std::string trained = ember::test::read_file(dir.file("ad.emba"));
+    CHECK(c.command("finetune --steps 0 --name ad " + text).find("OK finetune ad.emba: already at step 0 (--steps 0), nothing written") !=
+          std::string::npos);
+    CHECK(c.command("finetune --resume ad --steps 1 " + text).find("OK finetune ad.emba: already at step 2 (--steps 1), nothing written") !=
+          std::string::npos);
+    CHECK(ember::test::read_file(dir.file("ad.emba")) == trained);
     // A resumed run refuses new settings.
     CHECK(c.command("finetune --resume ad --lr 0.1 " + text).find("ERR finetune: --resume takes") == 0);
 

@@ -1,4 +1,4 @@
-// `ember finetune` and Ctrl-C: SIGINT (or SIGTERM, kill's default) sent to the process after
+// `ember finetune` and Ctrl-C: SIGINT (or SIGTERM, kill's default, or SIGHUP) sent to the process after
 // its first progress line stops the run after the current step; it writes the adapter, says so
 // and exits 0; --resume goes on from the step it holds.
 #include <doctest/doctest.h>
@@ -24,9 +24,10 @@ std::string q(const std::string& s) { return "'" + s + "'"; }
 
 }  // namespace
 
-TEST_CASE("ember finetune: SIGINT or SIGTERM after the first progress line writes the adapter and exits 0, --resume goes on") {
-    // SIGTERM used to kill the run where it was: a checkpoint being written stayed as a.emba.tmp-PID.
-    for (const int sig : {SIGINT, SIGTERM}) {
+TEST_CASE("ember finetune: SIGINT, SIGTERM or SIGHUP after the first progress line writes the adapter and exits 0, --resume goes on") {
+    // SIGTERM and SIGHUP (a closed ssh session) used to kill the run where it was: a checkpoint
+    // being written stayed as a.emba.tmp-PID.
+    for (const int sig : {SIGINT, SIGTERM, SIGHUP}) {
         CAPTURE(sig);
         test::TempDir dir;
         const std::string model = test::source_dir() + "/tests/fuzz/seeds/ember/gptpy_int8.ember";

@@ -48,6 +48,18 @@ TEST_CASE("ember finetune: train, resume, generate and eval with the adapter, me
     CHECK(r.out.find("(resumed)") != std::string::npos);
     CHECK(r.out.find("step 8/8") != std::string::npos);
 
+    // Steps already reached: nothing trained, nothing written. `--steps 0` without --resume
+    // used to write an untrained adapter over the trained one at -o.
+    const std::string trained = ember::test::read_file(a);
+    r = ember_cli(common + " --text " + q(text) + " --steps 0 -o " + q(a), dir);
+    CHECK(r.status == 0);
+    CHECK(r.out.find("step 0: already at --steps 0, nothing to do; " + a + " not written") != std::string::npos);
+    CHECK(ember::test::read_file(a) == trained);
+    r = ember_cli("finetune -m " + q(model) + " --text " + q(text) + " --resume " + q(a) + " --steps 5 -o " + q(dir.file("copy.emba")), dir);
+    CHECK(r.status == 0);
+    CHECK(r.out.find("step 8: already at --steps 5, nothing to do") != std::string::npos);
+    CHECK_FALSE(std::filesystem::exists(dir.file("copy.emba")));
+
     // generate and eval use it unmerged; eval's loss moves with it
     r = ember_cli("generate -m " + q(model) + " --adapter " + q(a) + " -n 20 --seed 3", dir);
     CHECK(r.status == 0);

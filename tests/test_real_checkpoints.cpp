@@ -264,12 +264,11 @@ std::string write_big_gptpy(const test::TempDir& dir, int64_t C, int L, int n_he
     return path;
 }
 
-// Starts `ember convert BIG -o OUT --dtype f32`, waits for OUT + wait_for + PID (the output's
-// temporary file, or the scale check's probe), sends sig, reaps it; checks that neither file is left.
-int convert_killed_by(const test::TempDir& dir, const std::string& big, int sig, bool* saw_temp, const std::string& wait_for = ".tmp-") {
-    const std::string out = dir.file("m.ember");
-    const std::string cmd = "exec " + test::program_cmd(EMBER_CLI) + " convert " + q(big) + " --vocab-text " + q(dir.file("vocab.txt")) +
-                            " -o " + q(out) + " --dtype f32 >/dev/null 2>&1 </dev/null";
+// Starts `ember ARGS` (which writes OUT), waits for OUT + wait_for + PID (the output's temporary
+// file, or the scale check's probe), sends sig, reaps it; checks that neither file is left nor OUT
+// made. Returns the signal that ended it, -1 if it finished before the file was seen.
+int killed_while_writing(const std::string& args, const std::string& out, int sig, bool* saw_temp, const std::string& wait_for = ".tmp-") {
+    const std::string cmd = "exec " + test::program_cmd(EMBER_CLI) + " " + args + " >/dev/null 2>&1 </dev/null";
     const pid_t pid = ::fork();
     REQUIRE(pid >= 0);
     if (pid == 0) {
@@ -297,12 +296,19 @@ int convert_killed_by(const test::TempDir& dir, const std::string& big, int sig,
     return WIFSIGNALED(status) ? WTERMSIG(status) : -2;
 }
 
+// `ember convert BIG -o DIR/m.ember --dtype f32`, killed as killed_while_writing says.
+int convert_killed_by(const test::TempDir& dir, const std::string& big, int sig, bool* saw_temp, const std::string& wait_for = ".tmp-") {
+    return killed_while_writing("convert " + q(big) + " --vocab-text " + q(dir.file("vocab.txt")) + " -o " + q(dir.file("m.ember")) + " --dtype f32",
+                                dir.file("m.ember"), sig, saw_temp, wait_for);
+}
+
 }  // namespace
 
-TEST_CASE("a conversion stopped by SIGINT or SIGTERM removes its temporary file and dies by the signal") {
+TEST_CASE("a conversion stopped by SIGINT, SIGTERM or SIGHUP removes its temporary file and dies by the signal") {
+    // SIGHUP (a closed terminal or ssh session) left OUT.tmp-PID behind.
     test::TempDir dir;
     const std::string big = write_big_gptpy(dir, 512, 8);
-    for (int sig : {SIGTERM, SIGINT}) {
+    for (int sig : {SIGTERM, SIGINT, SIGHUP}) {
         CAPTURE(sig);
         bool saw = false;
         CHECK(convert_killed_by(dir, big, sig, &saw) == sig);
@@ -322,6 +328,32 @@ TEST_CASE("a conversion stopped by SIGINT or SIGTERM removes its temporary file 
     }
     CHECK(rc == SIGTERM);
     CHECK(saw);
+}
+
+TEST_CASE("ember finetune --merge stopped by SIGINT, SIGTERM or SIGHUP removes its temporary file and dies by the signal") {
+    // The merge wrote OUT.tmp-PID without the handler convert has: a kill left it behind.
+    test::TempDir dir;
+    const std::string big = write_big_gptpy(dir, 256, 8), model = dir.file("base.ember"), a = dir.file("a.emba");
+    REQUIRE(test::ember_cli("convert " + q(big) + " --vocab-text " + q(dir.file("vocab.txt")) + " --dtype f32 -o " + q(model), dir).status == 0);
+    const test::Run r = test::ember_cli("finetune -m " + q(model) + " --text " + q(dir.file("vocab.txt")) +
+                                            " --steps 1 --batch 1 --seq 8 --rank 1 --threads 1 -o " + q(a),
+                                        dir);
+    CAPTURE(r.err);
+    REQUIRE(r.status == 0);
+    for (int sig : {SIGTERM, SIGINT, SIGHUP}) {
+        CAPTURE(sig);
+        // The file lives for the write and the check (tens of milliseconds): a poll that misses
+        // it sees the merge finish, and is tried again.
+        bool saw = false;
+        int rc = -1;
+        for (int attempt = 0; attempt < 8 && rc == -1; ++attempt) {
+            std::filesystem::remove(dir.file("merged.ember"));
+            rc = killed_while_writing("finetune --merge -m " + q(model) + " --adapter " + q(a) + " -o " + q(dir.file("merged.ember")),
+                                      dir.file("merged.ember"), sig, &saw);
+        }
+        CHECK(rc == sig);
+        CHECK(saw);
+    }
 }
 
 // A one-layer gpt.py safetensors checkpoint whose wte [V, C] is stored as `dtype` (F32 or F16),
