@@ -3,6 +3,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -223,6 +224,17 @@ std::string read_stdin() {
     return s;
 }
 
+// A text given by name (-f FILE, --text FILE): read_text_file reads regular files only, so a
+// pipe or a device named (/dev/stdin, <(cmd)) is refused here pointing to `OPTION -`, which
+// reads standard input (it said only "not a regular file").
+std::string read_named_text(const std::string& path, const char* option) {
+    struct stat st {};
+    if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode)) {
+        fail(printable(path, 200), ": not a regular file (a pipe, a device or a socket): ", option, " - reads standard input");
+    }
+    return read_text_file(path);
+}
+
 // -e: escapes in a value of `what` (-p, --stop), or a refusal naming it.
 std::string unescaped(const std::string& s, const char* what) {
     std::string out, why;
@@ -232,7 +244,7 @@ std::string unescaped(const std::string& s, const char* what) {
 
 // The prompt of -p (with -e, unescaped) or of -f FILE (byte for byte; - = stdin).
 std::string prompt_text(const GenerateArgs& a) {
-    if (!a.prompt_file.empty()) return a.prompt_file == "-" ? read_stdin() : read_text_file(a.prompt_file);
+    if (!a.prompt_file.empty()) return a.prompt_file == "-" ? read_stdin() : read_named_text(a.prompt_file, "-f");
     return a.escape ? unescaped(a.prompt, "-p") : a.prompt;
 }
 
@@ -240,15 +252,18 @@ std::string prompt_text(const GenerateArgs& a) {
 // prefill and the first sample), and decode: the tokens after the first, from the first to the last.
 // The prefill's rate counts the rows run through the model (rows_run): a prompt longer than
 // block_size runs only its last block_size under exact, so its length would overstate it.
+// What was not measured is `none`, not a time: no first token with -n 0, no decode with -n 0
+// or 1 (they read "0.00 ms" and "0.0 tokens/s", like measurements).
 void print_stats(int prompt_tokens, int64_t rows_run, double prefill_s, const GenerateResult& r) {
     auto rate = [](int64_t tokens, double s) { return s > 0 && tokens > 0 ? static_cast<double>(tokens) / s : 0.0; };
     const int decoded = std::max(0, r.tokens - 1);
     const double decode_s = r.seconds - r.first_token_s;
-    char ran[96] = "";
+    char ran[96] = "", first[64] = "none (no token sampled)", decode[96] = "none (no token after the first)";
     if (rows_run != prompt_tokens) std::snprintf(ran, sizeof ran, " (%lld rows run through the model)", static_cast<long long>(rows_run));
-    std::fprintf(stderr, "stats: prefill %d tokens%s in %.2f ms (%.1f tokens/s); time to first token %.2f ms; decode %d tokens in %.2f ms (%.1f tokens/s)\n",
-                 prompt_tokens, ran, 1e3 * prefill_s, rate(rows_run, prefill_s), 1e3 * (prefill_s + r.first_token_s), decoded,
-                 1e3 * decode_s, rate(decoded, decode_s));
+    if (r.tokens > 0) std::snprintf(first, sizeof first, "%.2f ms", 1e3 * (prefill_s + r.first_token_s));
+    if (decoded > 0) std::snprintf(decode, sizeof decode, "%d tokens in %.2f ms (%.1f tokens/s)", decoded, 1e3 * decode_s, rate(decoded, decode_s));
+    std::fprintf(stderr, "stats: prefill %d tokens%s in %.2f ms (%.1f tokens/s); time to first token %s; decode %s\n", prompt_tokens, ran,
+                 1e3 * prefill_s, rate(rows_run, prefill_s), first, decode);
 }
 
 }  // namespace
@@ -311,7 +326,7 @@ int cmd_eval(const EvalArgs& a) {
     int64_t skipped = 0;
     // --text - reads standard input, as generate -f - does.
     const bool from_stdin = a.text == "-";
-    const std::string text = from_stdin ? read_stdin() : read_text_file(a.text);
+    const std::string text = from_stdin ? read_stdin() : read_named_text(a.text, "--text");
     const std::string what = from_stdin ? "standard input (--text -)" : printable(a.text, 200);
     // Every character outside the vocabulary is named, with its count, and --skip-unknown offered.
     const std::vector<int> ids = encode_training_text(*model, text, what, a.skip_unknown, &skipped);

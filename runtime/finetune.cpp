@@ -310,10 +310,13 @@ std::vector<int> encode_training_text(const CharTokenizer& tok, std::string_view
     }
     int64_t total = 0;
     std::string names;
+    size_t listed = 0;
     for (const auto& [cp, count] : unknown) {
         total += count;
-        if (names.size() < 400) names += (names.empty() ? "" : ", ") + describe_code_point(cp) + " x" + std::to_string(count);
+        if (names.size() < 400) names += (names.empty() ? "" : ", ") + describe_code_point(cp) + " x" + std::to_string(count), ++listed;
     }
+    // The list stops near 400 characters: the rest counted, not named (they were left out unsaid).
+    if (listed < unknown.size()) names += ", and " + std::to_string(unknown.size() - listed) + " more";
     if (total > 0 && !skip_unknown) {
         fail(what, ": ", unknown.size(), " character(s) are not in the model's vocabulary: ", names,
              " (--skip-unknown drops them)");

@@ -4,6 +4,8 @@
 // (the index lies outside the data checksum, so only the field under test is wrong).
 #include <doctest/doctest.h>
 
+#include <sys/stat.h>
+
 #include <sys/wait.h>
 
 #include <cstring>
@@ -410,6 +412,31 @@ TEST_CASE("bad input: prompts and text files with unknown characters or invalid 
     check_refused(ember_cli("eval -m " + m + " --text " + q(dir.file("unknown.txt")), dir),
                 "unknown.txt: 1 character(s) are not in the model's vocabulary: '\xe2\x82\xac' (U+20AC) x1 (--skip-unknown drops them)");
     check_refused(ember_cli("eval -m " + m + " --text " + q(dir.file("invalid.txt")), dir), "invalid.txt: invalid UTF-8 at byte 6");
+    // A pipe given by name: refused at once (never opened), pointing to the option's `-` (it said
+    // only "not a regular file").
+    const std::string fifo = dir.file("pipe");
+    REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+    check_refused(ember_cli("generate -m " + m + " -n 3 -f " + q(fifo), dir), "pipe: not a regular file (a pipe, a device or a socket): -f - reads standard input");
+    check_refused(ember_cli("eval -m " + m + " --text " + q(fifo), dir), "pipe: not a regular file (a pipe, a device or a socket): --text - reads standard input");
+    // 60 distinct unknown characters: the list stops near 400 characters and says how many it
+    // left out (it stopped without a word: "60 character(s)" and 20 named).
+    std::string many = "To be";
+    for (uint32_t cp = 0x4E00; cp < 0x4E00 + 60; ++cp) {
+        many += static_cast<char>(0xE0 | (cp >> 12));
+        many += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+        many += static_cast<char>(0x80 | (cp & 0x3F));
+    }
+    test::write_file(dir.file("many.txt"), many);
+    const Run many_r = ember_cli("eval -m " + m + " --text " + q(dir.file("many.txt")), dir);
+    check_refused(many_r, "many.txt: 60 character(s) are not in the model's vocabulary: ");
+    const size_t and_at = many_r.err.find(", and ");
+    REQUIRE(and_at != std::string::npos);
+    const int left_out = std::stoi(many_r.err.substr(and_at + 6));
+    CHECK(many_r.err.find(std::to_string(left_out) + " more (--skip-unknown drops them)", and_at) != std::string::npos);
+    size_t named = 0;
+    for (size_t at = many_r.err.find(") x1"); at != std::string::npos; at = many_r.err.find(") x1", at + 1)) ++named;
+    CHECK(left_out > 0);
+    CHECK(named + static_cast<size_t>(left_out) == 60);
     // Ten characters: the validation split (the last 10%) holds one token, and the refusal
     // points to --split all; the whole text is enough.
     // Only unknown characters: said so, not "N characters skipped" and then a text of 0 tokens.

@@ -423,6 +423,18 @@ TEST_CASE("ember generate --stats: prefill and decode tokens/s and the time to f
     const std::regex rows("stats: prefill 108 tokens \\(([0-9]+) rows run through the model\\) in .*\n");
     REQUIRE(std::regex_match(l.err, mm, rows));
     CHECK(std::stoi(mm[1]) == Model::open(path)->config().block_size);
+    // -n 0 samples nothing and -n 1 decodes nothing after the first token: `none`, not
+    // "0.00 ms" and "0 tokens in 0.00 ms (0.0 tokens/s)", which read like measurements.
+    const test::Run n0 = ember_cli("generate -m " + q(path) + " -p " + q("The cafe") + " -n 0 --stats", dir);
+    REQUIRE(n0.status == 0);
+    CAPTURE(n0.err);
+    CHECK(std::regex_match(n0.err, std::regex("stats: prefill 8 tokens in [0-9.]+ ms \\([0-9.]+ tokens/s\\); time to first token none \\(no token "
+                                              "sampled\\); decode none \\(no token after the first\\)\n")));
+    const test::Run n1 = ember_cli("generate -m " + q(path) + " -p " + q("The cafe") + " -n 1 --stats", dir);
+    REQUIRE(n1.status == 0);
+    CAPTURE(n1.err);
+    CHECK(std::regex_match(n1.err, std::regex("stats: prefill 8 tokens in [0-9.]+ ms \\([0-9.]+ tokens/s\\); time to first token [0-9.]+ ms; "
+                                              "decode none \\(no token after the first\\)\n")));
 }
 
 TEST_CASE("mistyped names get the nearest one: ember's options and subcommands, the console's commands, options and settings") {
