@@ -51,6 +51,11 @@ EventLog::EventLog(int err_fd, const std::string& path) : err_fd_(err_fd), file_
             fail("--log ", what, ": exists and is not an ember-console log (its first line is not 'YYYY-MM-DDTHH:MM:SS.mmmZ ember-console: ...'); ",
                  "lines appended would spoil it: choose another file");
         }
+        // A line cut short by an earlier run (a full disk): ours starts after it, not inside it.
+        char last = '\n';
+        const int rd2 = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+        if (rd2 >= 0 && ::pread(rd2, &last, 1, st.st_size - 1) == 1) file_torn_ = last != '\n';
+        if (rd2 >= 0) ::close(rd2);
     }
 }
 
@@ -79,13 +84,27 @@ void EventLog::log(std::string_view what) {
         (void)w;
     }
     if (file_fd_ < 0) return;
-    const ssize_t w = ::write(file_fd_, line.data(), line.size());
-    const bool failed = w != static_cast<ssize_t>(line.size());
+    // After a line the file took only part of, this one starts on its own line. The rest of a
+    // short write is written again, which says why the file stopped (a short write has no errno).
+    const std::string out = file_torn_ ? "\n" + line : line;
+    size_t done = 0;
+    int error = 0;
+    while (done < out.size()) {
+        const ssize_t w = ::write(file_fd_, out.data() + done, out.size() - done);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) {
+            error = w < 0 ? errno : EIO;
+            break;
+        }
+        done += static_cast<size_t>(w);
+    }
+    const bool failed = done != out.size();
+    if (done > 0) file_torn_ = out[done - 1] != '\n';
     // A file that stops taking lines (a full disk, /dev/full) is said once on stderr, and again
     // when it takes them again; the events go on to stderr meanwhile.
     if (failed != file_failing_ && err_fd_ >= 0) {
         const std::string note = timestamp() + " ember-console: --log " + file_name_ +
-                                 (failed ? ": cannot write (" + std::string(w < 0 ? std::strerror(errno) : "a short write") +
+                                 (failed ? ": cannot write (" + std::string(std::strerror(error)) +
                                                "): events go to stderr only until it takes them again\n"
                                          : ": written again\n");
         const ssize_t n = ::write(err_fd_, note.data(), note.size());

@@ -21,7 +21,10 @@ public:
     EventLog(const EventLog&) = delete;
     EventLog& operator=(const EventLog&) = delete;
     // Logs one event (newlines in `what` become spaces). A failed write is dropped; the first
-    // of a run of failed writes to the file is said on err_fd, and so is the next that works.
+    // of a run of failed writes to the file is said on err_fd, with its reason (ENOSPC: "No
+    // space left on device"), and so is the next that works. A line the file took only part
+    // of (a full disk) stays as that part, and the next line starts on a line of its own, as
+    // it does in a file found ending mid-line: lines are never glued together.
     void log(std::string_view what);
 
     // Now as "YYYY-MM-DDTHH:MM:SS.mmmZ".
@@ -31,6 +34,7 @@ private:
     int err_fd_, file_fd_ = -1;
     std::string file_name_;      // printable, for messages
     bool file_failing_ = false;  // the last write to the file failed
+    bool file_torn_ = false;     // the file ends mid-line: the next line begins with '\n'
 };
 
 }  // namespace ember::fw

@@ -5,14 +5,19 @@
 
 #include <fcntl.h>
 #include <pty.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/time.h>
 #include <sys/wait.h>
 
+#include <cstring>
 #include <random>
 #include <regex>
 #include <thread>
 
 #include "firmware/console.h"
+#include "firmware/event_log.h"
 #include "fw_test_util.h"
 #include "runtime/eval.h"
 #include "runtime/model.h"
@@ -571,6 +576,70 @@ TEST_CASE("console: loads, refusals and errors are logged with an ISO 8601 UTC t
     tm t{};
     ::gmtime_r(&now, &t);
     CHECK(lines[0].substr(0, 4) == std::to_string(1900 + t.tm_year));
+}
+
+TEST_CASE("event log: a line the file took only part of (a full disk) stays apart; the next starts on a line of its own, in that run and the next") {
+    // The file limit (RLIMIT_FSIZE, as a full disk) cut a line short, and the next line was
+    // written on after it: "...722Z em2026-12-07T15:56:11.556Z ember-console: start: ...".
+    TempDir dir;
+    const std::string path = dir.file("console.log");
+    const auto file_size = [&] {
+        struct stat st {};
+        return ::stat(path.c_str(), &st) == 0 ? static_cast<rlim_t>(st.st_size) : rlim_t(0);
+    };
+    int err[2];
+    REQUIRE(::pipe(err) == 0);
+    const pid_t pid = ::fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+        ::close(err[0]);
+        ::signal(SIGXFSZ, SIG_IGN);  // the write fails with EFBIG instead of killing
+        rlimit room{};
+        ::getrlimit(RLIMIT_FSIZE, &room);
+        rlimit full = room;
+        full.rlim_cur = 300;  // lines of 79 bytes: three whole, the fourth cut at 63
+        if (::setrlimit(RLIMIT_FSIZE, &full) != 0) ::_exit(2);
+        {
+            ember::fw::EventLog log(err[1], path);
+            for (int i = 0; i < 6; ++i) log.log("event " + std::to_string(i) + " " + std::string(30, 'x'));
+            if (::setrlimit(RLIMIT_FSIZE, &room) != 0) ::_exit(3);
+            log.log("after the full disk");
+            full.rlim_cur = file_size() + 20;  // cut the next line again, and end this run there
+            if (::setrlimit(RLIMIT_FSIZE, &full) != 0) ::_exit(4);
+            log.log("cut at the end of the run " + std::string(30, 'y'));
+        }
+        ::_exit(0);
+    }
+    ::close(err[1]);
+    const std::string notes = read_to_end(err[0]);
+    ::close(err[0]);
+    int status = 0;
+    REQUIRE(::waitpid(pid, &status, 0) == pid);
+    REQUIRE(WIFEXITED(status));
+    REQUIRE(WEXITSTATUS(status) == 0);
+    CAPTURE(notes);
+    // The reason, not "a short write".
+    CHECK(notes.find("--log " + path + ": cannot write (" + std::strerror(EFBIG) + "): events go to stderr only") != std::string::npos);
+    CHECK(notes.find("--log " + path + ": written again") != std::string::npos);
+    { ember::fw::EventLog(-1, path).log("the next run"); }  // the file ends mid-line
+    const std::string log = read_file(path);
+    CAPTURE(log);
+    REQUIRE(!log.empty());
+    CHECK(log.back() == '\n');
+    const std::regex stamp(R"(^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z ember-console: .+$)");
+    std::vector<std::string> lines;
+    for (size_t from = 0, k; (k = log.find('\n', from)) != std::string::npos; from = k + 1) lines.push_back(log.substr(from, k - from));
+    REQUIRE(lines.size() == 7);  // three whole, one cut, after, one cut, the next run
+    for (int i : {0, 1, 2, 4, 6}) {
+        CAPTURE(lines[i]);
+        CHECK(std::regex_match(lines[i], stamp));
+    }
+    CHECK(lines[3].size() == 300 - 3 * (lines[0].size() + 1));  // the part the file took, alone on its line
+    CHECK(lines[3].find("ember-console: event 3 ") != std::string::npos);
+    CHECK(lines[4].find("ember-console: after the full disk") != std::string::npos);
+    CHECK(lines[5].size() == 20);  // the 20 bytes allowed (the line before ended whole)
+    CHECK(lines[6].find("ember-console: the next run") != std::string::npos);
+    for (const auto& l : lines) CHECK(l.find("ember-console:") == l.rfind("ember-console:"));  // never two lines in one
 }
 
 TEST_CASE("console: gen and set take --stop and --repeat-penalty, --skip-unknown, as the runtime's generate loop") {
