@@ -52,7 +52,9 @@ int merge(const FinetuneArgs& a) {
 
 constexpr const char* kHeader = "step,loss,val_loss,lr,tokens_per_s\n";
 
-// --log FILE: one CSV row per step, flushed at once (a killed run keeps its rows).
+// --log FILE: one CSV row per step, flushed at once (a killed run keeps its rows). A row the
+// file cannot take (a full disk) is not an exception thrown through the training step: failed()
+// says so, and the caller stops the run after that step, as Ctrl-C does.
 class CsvLog {
 public:
     CsvLog() = default;
@@ -80,7 +82,12 @@ public:
                      "rows appended would spoil it: choose another file");
             }
         }
-        if (!regular || st.st_size == 0) write_line(kHeader);
+        if (!regular || st.st_size == 0) {
+            write_line(kHeader);
+        } else if (ends_mid_row(path, st.st_size)) {
+            write_line("\n");  // a row an earlier run's full disk cut short: ours start on their own line
+        }
+        if (!error_.empty()) fail("--log ", path_, ": cannot write: ", error_);
     }
     ~CsvLog() {
         if (f_) std::fclose(f_);
@@ -98,13 +105,24 @@ public:
         std::snprintf(buf, sizeof buf, ",%.6g,%.1f\n", lr, tokens_per_s);
         write_line(line + buf);
     }
+    // The reason of the first row the file did not take whole ("" while every row went in).
+    const std::string& failed() const { return error_; }
+    const std::string& path() const { return path_; }
 
 private:
+    static bool ends_mid_row(const std::string& path, off_t size) {
+        char last = '\n';
+        std::ifstream in(path, std::ios::binary);
+        in.seekg(size - 1);
+        return in.get(last) && last != '\n';
+    }
     void write_line(const std::string& line) {
-        if (std::fputs(line.c_str(), f_) < 0 || std::fflush(f_) != 0) fail("--log ", path_, ": cannot write: ", std::strerror(errno));
+        if (!error_.empty()) return;  // one failure stops the log; the run stops after its step
+        if (std::fputs(line.c_str(), f_) < 0 || std::fflush(f_) != 0) error_ = std::strerror(errno);
     }
     std::FILE* f_ = nullptr;
     std::string path_;
+    std::string error_;
 };
 
 }  // namespace
@@ -181,7 +199,10 @@ int cmd_finetune(const FinetuneArgs& a) {
                             std::isfinite(p.result.loss) ? p.result.grad_norm : p.result.loss);
             }
             if (p.val_loss >= 0) last_val = p.val_loss;
-            if (log) log->row(p.step, p.result.loss, p.val_loss, o.lr, p.tokens_per_s);
+            if (log) {
+                log->row(p.step, p.result.loss, p.val_loss, o.lr, p.tokens_per_s);
+                if (!log->failed().empty()) g_interrupted.store(true);  // stop after this step; the adapter is written
+            }
             if (p.val_loss >= 0 || p.step % a.log_every == 0 || p.step == first + 1) {
                 std::printf("step %lld/%lld  loss %.4f", static_cast<long long>(p.step), static_cast<long long>(p.steps), p.result.loss);
                 if (p.val_loss >= 0) std::printf("  val %.4f", p.val_loss);
@@ -198,11 +219,18 @@ int cmd_finetune(const FinetuneArgs& a) {
     std::signal(SIGINT, previous);
     std::signal(SIGTERM, previous_term);
     std::signal(SIGHUP, previous_hup);
-    if (g_interrupted.load()) std::printf("interrupted at step %lld\n", static_cast<long long>(run.step()));
+    const bool log_failed = log && !log->failed().empty();
+    if (g_interrupted.load() && !log_failed) std::printf("interrupted at step %lld\n", static_cast<long long>(run.step()));
     if (last_val < 0 || g_interrupted.load()) last_val = run.validation_loss();
     std::printf("wrote %s at step %lld: val loss %.4f, %.0f tokens/s%s\n", printable(a.out, 200).c_str(),
                 static_cast<long long>(run.step()), last_val, last_tps,
                 skipped_steps ? (", " + std::to_string(skipped_steps) + " step(s) skipped").c_str() : "");
+    // A log that stopped taking rows stopped the run after that step, the adapter written there:
+    // exit 1, saying both (it threw through the step, and the adapter kept its last checkpoint unsaid).
+    if (log_failed) {
+        fail("--log ", log->path(), ": cannot write: ", log->failed(), ": the run stopped after step ", run.step(), ", written to ",
+             printable(a.out, 200), " (--resume goes on from it)");
+    }
     return 0;
 }
 

@@ -13,6 +13,8 @@
 #include <vector>
 
 #include "cli_util.h"
+#include "runtime/adapter.h"
+#include "runtime/model.h"
 #include "test_util.h"
 
 using ember::test::check_refused;
@@ -267,6 +269,43 @@ TEST_CASE("ember finetune --log FILE writes a CSV row per step, appended on --re
                                 q(dir.file("b.emba")),
                             dir),
                   "--log");
+}
+
+TEST_CASE("ember finetune --log on a full disk stops the run after that step, writes the adapter, says both and exits 1, and --resume's rows start on a line of their own") {
+    // The log's write threw through the training step: the run ended at once, the CSV with a row
+    // cut short that --resume then appended to, and nothing said which step the adapter held.
+    ember::test::TempDir dir;
+    const std::string model = convert_fixture(dir), text = fixture("gptpy/eval.txt"), a = dir.file("a.emba"), log = dir.file("log.csv");
+    const std::string common = "finetune -m " + q(model) + " --text " + q(text) + " --threads 1 --log " + q(log) + " -o " + q(a);
+    // 32 blocks (16 or 32 KiB, by the shell): room for the adapter of rank 1 (12 KiB), and the log
+    // fills it after some hundreds of rows.
+    const Run r = ember::test::ember_cli_in_shell("ulimit -f 32; exec", common + " --rank 1 --batch 1 --seq 8 --steps 100000 --eval-every 100000", dir);
+    CAPTURE(r.out);
+    CAPTURE(r.err);
+    REQUIRE(r.status == 1);
+    const std::string said = "ember: error: --log " + log + ": cannot write: File too large: the run stopped after step ";
+    REQUIRE(r.err.find(said) != std::string::npos);
+    const int step = std::stoi(r.err.substr(r.err.find(said) + said.size()));
+    CHECK(step > 10);
+    CHECK(r.err.find(", written to " + a + " (--resume goes on from it)") != std::string::npos);
+    CHECK(r.out.find("wrote " + a + " at step " + std::to_string(step) + ": val loss ") != std::string::npos);
+    CHECK(r.out.find("interrupted") == std::string::npos);
+    auto m = ember::Model::open(model);
+    CHECK(ember::LoraAdapter::load(a, *m)->train.step == static_cast<uint64_t>(step));
+    const std::string cut = ember::test::read_file(log);
+    REQUIRE(!cut.empty());
+    CHECK(cut.back() != '\n');  // the row the disk cut short
+    // --resume without the limit: its rows start after the cut one, each whole.
+    const Run again = ember_cli(common.substr(0, common.find(" -o ")) + " --resume " + q(a) + " --steps " + std::to_string(step + 2) + " -o " + q(a), dir);
+    CAPTURE(again.err);
+    REQUIRE(again.status == 0);
+    const std::vector<std::string> lines = split(ember::test::read_file(log), '\n');
+    REQUIRE(lines.size() >= 4);
+    CHECK(lines.back().empty());
+    CHECK(lines[lines.size() - 3].rfind(std::to_string(step + 1) + ",", 0) == 0);
+    CHECK(lines[lines.size() - 2].rfind(std::to_string(step + 2) + ",", 0) == 0);
+    CHECK(split(lines[lines.size() - 2], ',').size() == 5);
+    CHECK(cut + "\n" == ember::test::read_file(log).substr(0, cut.size() + 1));  // the cut row kept as it was, alone
 }
 
 TEST_CASE("ember finetune --log refuses a file that is not a log, the adapter's own path and a FIFO no one reads, spoiling nothing") {

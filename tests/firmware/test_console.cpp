@@ -578,7 +578,7 @@ TEST_CASE("console: loads, refusals and errors are logged with an ISO 8601 UTC t
     CHECK(lines[0].substr(0, 4) == std::to_string(1900 + t.tm_year));
 }
 
-TEST_CASE("event log: a line the file took only part of (a full disk) stays apart; the next starts on a line of its own, in that run and the next") {
+TEST_CASE("event log: a line the file took only part of (a full disk) stays apart, and the next starts on a line of its own, in that run and the next") {
     // The file limit (RLIMIT_FSIZE, as a full disk) cut a line short, and the next line was
     // written on after it: "...722Z em2026-12-07T15:56:11.556Z ember-console: start: ...".
     TempDir dir;
