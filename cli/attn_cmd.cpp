@@ -79,7 +79,7 @@ int cmd_attn(const AttnArgs& a) {
 
     if (!a.png.empty()) {
         write_attention_png(a.png, w, heads, labels);
-        std::fprintf(stderr, "wrote %s\n", a.png.c_str());
+        std::fprintf(stderr, "wrote %s\n", printable(a.png, 200).c_str());
     }
     if (a.json) {
         nlohmann::json j;

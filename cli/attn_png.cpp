@@ -183,7 +183,8 @@ void write_file(const std::string& path, const std::vector<uint8_t>& bytes) {
     }
     const std::string tmp = target + ".tmp-" + std::to_string(::getpid());
     const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) fail("cannot write ", f, ": ", std::strerror(errno));
+    // Named: the file itself may be there and writable (/proc/version said "No such file").
+    if (fd < 0) fail("cannot write ", f, ": cannot create its temporary ", printable(tmp, 200), ": ", std::strerror(errno));
     const bool ok = write_all(fd, bytes.data(), bytes.size());
     const int e = errno;
     const bool closed = ::close(fd) == 0;

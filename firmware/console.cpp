@@ -450,6 +450,8 @@ void Console::cmd_load(const std::string& name, bool remember) {
     const std::string path = opts_.models_dir + "/" + name + ".ember";
     struct stat st{};
     if (::stat(path.c_str(), &st) != 0) {
+        // A link loop, a folder that cannot be searched: said as such, not "no model file".
+        if (errno != ENOENT) fail("cannot read ", printable(path, 200), ": ", std::strerror(errno));
         // "load good.ember": the name without its suffix is what models lists and load takes.
         struct stat bare {};
         const bool suffixed = name.size() > 6 && name.compare(name.size() - 6, 6, ".ember") == 0 &&
@@ -526,7 +528,13 @@ void Console::new_session() { session_ = session_for(*model_, adapter_.get()); }
 void Console::use_adapter(const std::string& name) {
     const std::string path = opts_.models_dir + "/" + name + ".emba";
     struct stat st{};
-    if (::stat(path.c_str(), &st) != 0) fail("adapter: no adapter ", name, " (", printable(path, 200), "); finetune writes one");
+    if (::stat(path.c_str(), &st) != 0) {
+        if (errno != ENOENT) fail("adapter: cannot read ", printable(path, 200), ": ", std::strerror(errno));
+        // "adapter a.emba": the name without its suffix, as load says of .ember.
+        const bool suffixed = name.size() > 5 && name.compare(name.size() - 5, 5, ".emba") == 0;
+        fail("adapter: no adapter ", name, " (", printable(path, 200), ")",
+             suffixed ? "; give the name without .emba (adapter " + printable(name.substr(0, name.size() - 5), 200) + ")" : "; finetune writes one");
+    }
     auto a = LoraAdapter::load(path, *model_);  // checks it belongs to this model; on failure the old one stays
     session_ = session_for(*model_, a.get());  // the old session goes before the adapter it used
     adapter_ = std::move(a);

@@ -241,6 +241,24 @@ TEST_CASE("ember attn: --json equals the probe, text, --png a grid of heads, ref
                         "the prompt is 17 tokens, more than block_size 16");
     test::check_refused(test::ember_cli(base + " --png /nonexistent/dir/x.png", dir),
                         "--png /nonexistent/dir/x.png: the folder /nonexistent/dir does not exist");
+    // A name with a control byte is shown escaped (the newline was printed as it was).
+    r = test::ember_cli(base + " --png " + test::q(dir.path() + "/\n.png"), dir);
+    REQUIRE(r.status == 0);
+    CHECK(r.err == "wrote " + dir.path() + "/\\x0a.png\n");
+    // A file that may be written in a folder that takes no new file: the temporary is named (for
+    // /proc/version it said "No such file or directory" of a file that is there). Root writes
+    // any folder, so as root /proc (no new files), else a read-only folder.
+    std::string target = "/proc/version";
+    if (::access(target.c_str(), W_OK) != 0) {
+        REQUIRE(::mkdir(dir.file("ro").c_str(), 0755) == 0);
+        target = dir.file("ro/x.png");
+        test::write_file(target, "old");
+        REQUIRE(::chmod(dir.file("ro").c_str(), 0555) == 0);
+    }
+    CAPTURE(target);
+    r = test::ember_cli(base + " --png " + test::q(target), dir);
+    test::check_refused(r, "cannot write " + target + ": cannot create its temporary " + target + ".tmp-");
+    ::chmod(dir.file("ro").c_str(), 0755);
 }
 
 TEST_CASE("ember attn --png: never writes over the model, never removes what it cannot write, replaces a picture whole") {

@@ -247,6 +247,8 @@ TEST_CASE("console finetune: writes a valid adapter, adapter NAME is used by gen
         {"finetune " + text + " extra", "ERR finetune: unexpected argument 'extra'"},
         {"adapter", "ERR adapter: usage: adapter NAME | adapter off"},
         {"adapter nothere", "ERR adapter: no adapter nothere"},
+        // The file's name with its suffix: the name to give is said (it showed nothere.emba.emba only).
+        {"adapter nothere.emba", "ERR adapter: no adapter nothere.emba (" + dir.file("nothere.emba.emba") + "); give the name without .emba (adapter nothere)"},
     };
     for (const auto& [line, want] : bad) {
         CAPTURE(line);

@@ -349,6 +349,10 @@ TEST_CASE("console: a model to load at start that is missing is said once, as th
     write_file(dir.file("tiny.ember"), read_file(model_int8()));
     CHECK(c.command("load tiny.ember").find("ERR load tiny.ember: no model file " + dir.file("tiny.ember.ember") +
                                                "; give the name without .ember (load tiny); see models") == 0);
+    // A link loop is said as one (it said "no model file").
+    REQUIRE(::symlink("loopb.ember", dir.file("loopa.ember").c_str()) == 0);
+    REQUIRE(::symlink("loopa.ember", dir.file("loopb.ember").c_str()) == 0);
+    CHECK(c.command("load loopa").find("ERR load loopa: cannot read " + dir.file("loopa.ember") + ": " + std::strerror(ELOOP)) == 0);
     CHECK(c.command("info").find("model: none loaded") != std::string::npos);
 }
 
