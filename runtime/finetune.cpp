@@ -277,7 +277,7 @@ StepResult Trainer::step(const int* x, const int* y) {
 
 BatchSampler::BatchSampler(const int* ids, int64_t n, int batch, int seq, uint64_t seed)
     : ids_(ids), n_(n), B_(batch), T_(seq), seed_(seed) {
-    if (n < static_cast<int64_t>(seq) + 1) fail("the training text holds ", n, " tokens; a window of --seq ", seq, " needs at least ", seq + 1);
+    if (n < static_cast<int64_t>(seq) + 1) fail("the training text holds ", n, n == 1 ? " token" : " tokens", "; a window of --seq ", seq, " needs at least ", seq + 1);
 }
 
 void BatchSampler::fill(uint64_t step, int* x, int* y) const {
@@ -345,7 +345,7 @@ FinetuneRun::FinetuneRun(const Model& model, LoraAdapter& adapter, std::vector<i
     const ModelConfig& c = model.config();
     const int64_t n = static_cast<int64_t>(ids_.size());
     split_ = val_split_start(n);
-    if (n - split_ < 2) fail(text_name, " holds ", n, " tokens: its held-out last 10% needs at least 2 (a text of 20 tokens or more)");
+    if (n - split_ < 2) fail(text_name, " holds ", n, n == 1 ? " token" : " tokens", ": its held-out last 10% needs at least 2 (a text of 20 tokens or more)");
     if (opts_.steps < 0) fail("--steps ", opts_.steps, " must be >= 0");
     if (opts_.eval_every < 1) fail("--eval-every ", opts_.eval_every, " must be >= 1");
     LoraTrainState& st = adapter_.train;

@@ -471,6 +471,10 @@ TEST_CASE("an empty file name is never taken as none, finetune's numbers are par
     ember::test::write_file(dir.file("tiny.txt"), "abcd");
     check_refused(ember_cli("finetune -m " + q(model) + " --text " + q(dir.file("tiny.txt")) + " -o " + q(dir.file("t.emba")), dir),
                   "tiny.txt holds 4 tokens: its held-out last 10% needs at least 2 (a text of 20 tokens or more)");
+    // One character: one token, said so ("holds 1 tokens").
+    ember::test::write_file(dir.file("one.txt"), "a");
+    check_refused(ember_cli("finetune -m " + q(model) + " --text " + q(dir.file("one.txt")) + " --steps 1 -o " + q(dir.file("one.emba")), dir),
+                  "one.txt holds 1 token: its held-out last 10% needs at least 2");
     // A training split shorter than a window: named as the split, with the --seq that fits
     // (the shipped model: block_size 128; the fixture's 16 never lets a split be too short).
     const std::string root = ember::test::source_dir() + "/models/";
