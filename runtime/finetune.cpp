@@ -462,7 +462,13 @@ double FinetuneRun::save_if_finite(const std::string& out_path, int64_t* saved_s
         fail("training diverged at step ", adapter_.train.step, ": the adapter's ", part, " holds non-finite values ",
              diverged_cause(adapter_), "; ", kept_text(out_path, *saved_step, *saved_val));
     }
-    adapter_.save(out_path);
+    // A checkpoint that cannot be written (a full disk) says what out_path still holds, as a
+    // divergence does (it named only the temporary file).
+    try {
+        adapter_.save(out_path);
+    } catch (const Error& e) {
+        fail(e.what(), "; ", kept_text(out_path, *saved_step, *saved_val));
+    }
     *saved_step = static_cast<int64_t>(adapter_.train.step);
     *saved_val = val;
     return val;
