@@ -1,5 +1,5 @@
 #include "cli/commands.h"
-#include "cli/temp_files.h"
+#include "cli/signals.h"
 
 #include <nlohmann/json.hpp>
 

@@ -1,5 +1,5 @@
 #include "cli/finetune_cmd.h"
-#include "cli/temp_files.h"
+#include "cli/signals.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -7,7 +7,6 @@
 
 #include <cerrno>
 #include <cmath>
-#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -27,10 +26,10 @@ namespace ember::cli {
 
 namespace {
 
-// Ctrl-C, SIGTERM (kill's default) or SIGHUP (the terminal or ssh session closed) asks the run to
-// stop after the current step (then the adapter is written): a kill in the middle of a
-// checkpoint left its temporary file behind. A
-// signal handler can reach only static storage, hence this one file-local flag.
+// Ctrl-C, SIGTERM (kill's default) or SIGHUP (the terminal or ssh session closed: cli/signals.h)
+// asks the run to stop after the current step (then the adapter is written): a kill in the
+// middle of a checkpoint left its temporary file behind. A signal handler can reach only static
+// storage, hence this one file-local flag.
 std::atomic<bool> g_interrupted{false};
 extern "C" void on_stop_signal(int) { g_interrupted.store(true); }
 
@@ -71,10 +70,14 @@ public:
         }
         struct stat st {};
         const bool regular = ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
+        bool ends_mid_row = false;
         if (regular && st.st_size > 0) {
             std::ifstream in(path, std::ios::binary);
             std::string first;
             std::getline(in, first);
+            // A row an earlier run's full disk cut short: ours then start on their own line.
+            char last = '\n';
+            ends_mid_row = in.seekg(st.st_size - 1) && in.get(last) && last != '\n';
             if (first + "\n" != kHeader) {
                 std::fclose(f_);
                 f_ = nullptr;
@@ -84,8 +87,8 @@ public:
         }
         if (!regular || st.st_size == 0) {
             write_line(kHeader);
-        } else if (ends_mid_row(path, st.st_size)) {
-            write_line("\n");  // a row an earlier run's full disk cut short: ours start on their own line
+        } else if (ends_mid_row) {
+            write_line("\n");
         }
         if (!error_.empty()) fail("--log ", path_, ": cannot write: ", error_);
     }
@@ -110,12 +113,6 @@ public:
     const std::string& path() const { return path_; }
 
 private:
-    static bool ends_mid_row(const std::string& path, off_t size) {
-        char last = '\n';
-        std::ifstream in(path, std::ios::binary);
-        in.seekg(size - 1);
-        return in.get(last) && last != '\n';
-    }
     void write_line(const std::string& line) {
         if (!error_.empty()) return;  // one failure stops the log; the run stops after its step
         if (std::fputs(line.c_str(), f_) < 0 || std::fflush(f_) != 0) error_ = std::strerror(errno);
@@ -184,12 +181,10 @@ int cmd_finetune(const FinetuneArgs& a) {
     if (log && first == 0) log->row(0, -1.0, val0, o.lr, 0.0);
     std::fflush(stdout);
     g_interrupted.store(false);
-    auto previous = std::signal(SIGINT, on_stop_signal);
-    auto previous_term = std::signal(SIGTERM, on_stop_signal);
-    auto previous_hup = std::signal(SIGHUP, on_stop_signal);
     int64_t skipped_steps = 0;
     double last_val = -1.0, last_tps = 0.0;
-    try {
+    {
+        const ScopedSignals stop_signals(on_stop_signal);  // the previous handlers back at the end, thrown or not
         run.run(a.out, [&](const FinetuneProgress& p) {
             last_tps = p.tokens_per_s;
             if (p.result.skipped) {
@@ -210,15 +205,7 @@ int cmd_finetune(const FinetuneArgs& a) {
             }
             std::fflush(stdout);
         }, &g_interrupted);
-    } catch (...) {
-        std::signal(SIGINT, previous);
-        std::signal(SIGTERM, previous_term);
-        std::signal(SIGHUP, previous_hup);
-        throw;
     }
-    std::signal(SIGINT, previous);
-    std::signal(SIGTERM, previous_term);
-    std::signal(SIGHUP, previous_hup);
     const bool log_failed = log && !log->failed().empty();
     if (g_interrupted.load() && !log_failed) std::printf("interrupted at step %lld\n", static_cast<long long>(run.step()));
     if (last_val < 0 || g_interrupted.load()) last_val = run.validation_loss();

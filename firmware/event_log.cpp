@@ -41,9 +41,11 @@ EventLog::EventLog(int err_fd, const std::string& path) : err_fd_(err_fd), file_
     // would spoil it, and a model still loads with them (the loader reads its own length).
     struct stat st {};
     if (::fstat(file_fd_, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0) {
-        char head[64];
+        char head[64], last = '\n';
         const int rd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
         const ssize_t got = rd < 0 ? -1 : ::pread(rd, head, sizeof head, 0);
+        // A line cut short by an earlier run (a full disk): ours starts after it, not inside it.
+        if (rd >= 0 && ::pread(rd, &last, 1, st.st_size - 1) == 1) file_torn_ = last != '\n';
         if (rd >= 0) ::close(rd);
         if (got < 0 || !starts_as_event_log(head, static_cast<size_t>(got))) {
             ::close(file_fd_);
@@ -51,11 +53,6 @@ EventLog::EventLog(int err_fd, const std::string& path) : err_fd_(err_fd), file_
             fail("--log ", what, ": exists and is not an ember-console log (its first line is not 'YYYY-MM-DDTHH:MM:SS.mmmZ ember-console: ...'); ",
                  "lines appended would spoil it: choose another file");
         }
-        // A line cut short by an earlier run (a full disk): ours starts after it, not inside it.
-        char last = '\n';
-        const int rd2 = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-        if (rd2 >= 0 && ::pread(rd2, &last, 1, st.st_size - 1) == 1) file_torn_ = last != '\n';
-        if (rd2 >= 0) ::close(rd2);
     }
 }
 

@@ -1,6 +1,5 @@
-#include "cli/temp_files.h"
+#include "cli/signals.h"
 
-#include <signal.h>
 #include <unistd.h>
 
 #include <csignal>
@@ -10,15 +9,14 @@ namespace ember::cli {
 
 namespace {
 
+constexpr int kSignals[] = {SIGINT, SIGTERM, SIGHUP};
+
 // Each path is copied here before its file is created (the count raised after the copy) and
 // only read by the handler, which calls async-signal-safe functions alone (unlink, signal,
 // raise).
 constexpr int kTempSlots = 2;
 char g_temp_path[kTempSlots][4096];
 volatile std::sig_atomic_t g_temp_depth = 0;
-
-constexpr int kSignals[] = {SIGINT, SIGTERM, SIGHUP};
-struct sigaction g_previous[3];
 
 extern "C" void on_temp_signal(int sig) {
     for (int i = 0; i < g_temp_depth && i < kTempSlots; ++i) {
@@ -29,6 +27,18 @@ extern "C" void on_temp_signal(int sig) {
 }
 
 }  // namespace
+
+ScopedSignals::ScopedSignals(void (*handler)(int)) {
+    static_assert(sizeof previous_ / sizeof previous_[0] == sizeof kSignals / sizeof kSignals[0], "one saved action per signal");
+    struct sigaction sa {};
+    sa.sa_handler = handler;
+    sigemptyset(&sa.sa_mask);
+    for (int i = 0; i < 3; ++i) sigaction(kSignals[i], &sa, &previous_[i]);
+}
+
+ScopedSignals::~ScopedSignals() {
+    for (int i = 0; i < 3; ++i) sigaction(kSignals[i], &previous_[i], nullptr);
+}
 
 void remember_temp(const char* path) {
     if (path == nullptr) {
@@ -45,16 +55,8 @@ void remember_temp(const char* path) {
     g_temp_depth = d + 1;
 }
 
-TempFileSignals::TempFileSignals() {
-    struct sigaction sa {};
-    sa.sa_handler = on_temp_signal;
-    sigemptyset(&sa.sa_mask);
-    for (int i = 0; i < 3; ++i) sigaction(kSignals[i], &sa, &g_previous[i]);
-}
+TempFileSignals::TempFileSignals() : signals_(on_temp_signal) {}
 
-TempFileSignals::~TempFileSignals() {
-    for (int i = 0; i < 3; ++i) sigaction(kSignals[i], &g_previous[i], nullptr);
-    g_temp_depth = 0;
-}
+TempFileSignals::~TempFileSignals() { g_temp_depth = 0; }
 
 }  // namespace ember::cli
