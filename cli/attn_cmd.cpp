@@ -1,6 +1,7 @@
 #include "cli/attn_cmd.h"
 
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <nlohmann/json.hpp>
 
@@ -45,6 +46,14 @@ std::vector<std::vector<float>> matrix(const AttentionWeights& w, int h) {
     return m;
 }
 
+// Whether path names the file that standard output writes to (/dev/stdout, /proc/self/fd/1,
+// or the file `> F` sent it to): false when either cannot be looked at.
+bool is_stdout(const std::string& path) {
+    struct stat file {}, out {};
+    return ::stat(path.c_str(), &file) == 0 && ::fstat(STDOUT_FILENO, &out) == 0 && file.st_dev == out.st_dev &&
+           file.st_ino == out.st_ino;
+}
+
 }  // namespace
 
 int cmd_attn(const AttnArgs& a) {
@@ -59,6 +68,9 @@ int cmd_attn(const AttnArgs& a) {
         } else if (S_ISDIR(st.st_mode)) {
             fail("--png ", printable(a.png, 200), " is a folder: choose a file");
         }
+        // A picture sent to standard output is the output: JSON after it would spoil it.
+        if (a.json && is_stdout(a.png))
+            fail("--png ", printable(a.png, 200), " is standard output, where --json goes too: give --png a file, or drop --json");
     }
     auto model = Model::open(a.model, a.load);
     const ModelConfig& c = model->config();
@@ -78,8 +90,12 @@ int cmd_attn(const AttnArgs& a) {
         if (a.head < 0 || h == a.head) heads.push_back(h);
 
     if (!a.png.empty()) {
+        // Looked at before the write: the picture replaces a regular file with a new one.
+        const bool png_is_stdout = is_stdout(a.png);
         write_attention_png(a.png, w, heads, labels);
-        std::fprintf(stderr, "wrote %s\n", printable(a.png, 200).c_str());
+        std::fprintf(stderr, "wrote %s%s\n", printable(a.png, 200).c_str(),
+                     png_is_stdout ? " (standard output: the text is not printed after the picture)" : "");
+        if (png_is_stdout) return 0;
     }
     if (a.json) {
         nlohmann::json j;

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <memory>
@@ -295,6 +296,35 @@ TEST_CASE("ember attn --png: never writes over the model, never removes what it 
     size_t files = 0;
     for (const auto& entry : std::filesystem::directory_iterator(dir.path())) files += entry.path().filename().string().find(".tmp-") != std::string::npos;
     CHECK(files == 0);
+}
+
+TEST_CASE("ember attn --png /dev/stdout: the picture alone on a pipe, and --json beside it refused") {
+    auto c = convert_entry(expected()["gptpy"], convert::WeightDType::F32);
+    test::TempDir dir;
+    const std::string base = "attn -m " + test::q(c->path) + " -p hi --head 0";
+    // Through a pipe (written in place): the text used to follow the picture's last chunk.
+    const std::string err = dir.file("attn.err");
+    const std::string cmd = test::program_cmd(EMBER_CLI) + " " + base + " --png /dev/stdout 2>" + test::q(err) + " </dev/null";
+    FILE* pipe = ::popen(cmd.c_str(), "r");
+    REQUIRE(pipe != nullptr);
+    std::string out;
+    char buf[4096];
+    for (size_t got; (got = std::fread(buf, 1, sizeof buf, pipe)) > 0;) out.append(buf, got);
+    const int rc = ::pclose(pipe);
+    CAPTURE(test::read_file(err));
+    REQUIRE((WIFEXITED(rc) && WEXITSTATUS(rc) == 0));
+    CHECK(test::read_file(err) == "wrote /dev/stdout (standard output: the text is not printed after the picture)\n");
+    REQUIRE(out.size() > 20);
+    CHECK(out.compare(0, 8, "\x89PNG\r\n\x1a\n") == 0);
+    const std::string iend("IEND\xae\x42\x60\x82", 8);  // the last chunk and its CRC
+    CHECK(out.compare(out.size() - iend.size(), iend.size(), iend) == 0);
+    // With --json, both would go there: refused before the model is read.
+    test::check_refused(test::ember_cli(base + " --json --png /dev/stdout", dir),
+                        "--png /dev/stdout is standard output, where --json goes too: give --png a file, or drop --json");
+    // Another file: the text is printed as before.
+    const auto t = test::ember_cli(base + " --png " + test::q(dir.file("b.png")), dir);
+    REQUIRE(t.status == 0);
+    CHECK(t.out.find("head 0") != std::string::npos);
 }
 
 TEST_CASE("cpu backend: the qkv tap copies one layer's rows and leaves the forward as it is, and bad taps are refused") {
