@@ -480,7 +480,7 @@ Checkpoint read_checkpoint(const std::string& path, bool lazy) {
     }
     if (looks_like_safetensors(head.data(), head.size())) return read_safetensors(path, lazy);
     if (head.size() >= 2 && head[0] == 0x80 && head[1] <= 5) return read_torch_legacy(path);
-    fail(path, ": not a PyTorch checkpoint (zip) or safetensors file");
+    fail(path, ": not a PyTorch checkpoint (zip or legacy) or safetensors file");
 }
 
 std::vector<uint32_t> read_meta_pkl(const std::string& path) {

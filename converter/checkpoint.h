@@ -2,7 +2,9 @@
 //
 // Formats: a torch.save zip archive (torch >= 1.6; `archive/data.pkl` + `archive/data/N`
 // storages, any top-level folder name), holding either a state_dict (the lecture's gpt.py)
-// or nanoGPT's ckpt dict {"model": state_dict, "model_args": {...}, ...}; and .safetensors.
+// or nanoGPT's ckpt dict {"model": state_dict, "model_args": {...}, ...}; torch's legacy
+// format (torch < 1.6, or _use_new_zipfile_serialization=False: pickles and storages in one
+// stream, read whole into memory, at most 16 GiB); and .safetensors.
 // The pickle inside is read by a restricted unpickler that executes nothing and accepts
 // only the globals a checkpoint needs (see unpickler.h); any other global is refused by name.
 //
@@ -55,8 +57,9 @@ struct Checkpoint {
 // Whether key names one of GPT-2's attention mask buffers (`...attn.bias`, `...attn.masked_bias`).
 bool is_attention_mask_key(const std::string& key);
 
-// Reads a checkpoint, choosing the format by content (zip magic "PK\x03\x04", else the
-// safetensors header). Throws ember::Error.
+// Reads a checkpoint, choosing the format by content: zip magic "PK\x03\x04", a safetensors
+// header, or a pickle's protocol opcode (0x80, version <= 5) for the legacy format. Throws
+// ember::Error.
 //
 // lazy: the header (and the pickle) are read and every shape, dtype and offset is checked as
 // when reading eagerly, but each tensor's values are left in the file: SourceTensor::read reads

@@ -25,7 +25,8 @@ constexpr char kEnterFlashMode[] = "\x03\r\nflash\r\n";
 // got the host's DATA or DONE): the host offers again, which resumes from the partial file.
 constexpr char kNakNoTransfer[] = "no transfer in progress";
 
-// A model name: 1..64 of [A-Za-z0-9._-], not starting with '.'. The installed file is
+// A model name: 1..64 of [A-Za-z0-9._-], not starting with '.' or '-' (a '-' would read as an
+// option on the console's line and in a shell). The installed file is
 // DIR/NAME.ember. Returns an empty string when good, else the reason.
 std::string check_model_name(const std::string& name);
 

@@ -213,7 +213,7 @@ std::unique_ptr<LoraAdapter> LoraAdapter::load(const std::string& path, const Mo
     const std::string bytes = read_text_file(path, kMaxAdapterBytes);
     const auto* data = reinterpret_cast<const uint8_t*>(bytes.data());
     if (bytes.size() < 8 || !fba::AdapterBufferHasIdentifier(data)) {
-        if (bytes.size() >= 8 && std::memcmp(bytes.data() + 8, "EMBR", 4) == 0) fail(what, ": is a model (.ember), not an adapter");
+        if (bytes.size() >= 12 && std::memcmp(bytes.data() + 8, "EMBR", 4) == 0) fail(what, ": is a model (.ember), not an adapter");
         fail(what, ": not an ember adapter (identifier EMBA missing)");
     }
     flatbuffers::Verifier verifier(data, bytes.size());

@@ -28,7 +28,7 @@ struct MemoryPlan {
     size_t x = 0, xn = 0, qkv = 0, att = 0, tmp = 0, hidden = 0;  // activations, [rows, ...]
     size_t logits = 0;         // [logit_rows, V]
     size_t k_cache = 0, v_cache = 0;  // [L, n_head, S, head_size] each, of kv (f16: binary16 bits)
-    size_t scores = 0;         // [threads, S]
+    size_t scores = 0;         // [threads, kAttentionQueryBlock * S]: the four-query prefill loops' rows (attention.h)
     size_t xq = 0, xs = 0;     // int8 activations [rows, max(C, F)] and their scales
     size_t xf = 0;             // f32 / f16 weights: [threads, xf_floats] packed x (kernels/cpu/linear.h)
     size_t xf_floats = 0;      // per thread; 0 for a model of int8 weights only

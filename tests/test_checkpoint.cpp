@@ -158,9 +158,9 @@ TEST_CASE("checkpoint: bad inputs are refused with a message naming the file and
     CHECK_THROWS_WITH_AS(read_checkpoint(kBad + "truncated.pt"), Contains("truncated.pt: truncated or damaged zip"),
                          ember::Error);
     CHECK_THROWS_WITH_AS(read_checkpoint(kBad + "text.txt"),
-                         Contains("text.txt: not a PyTorch checkpoint (zip) or safetensors file"), ember::Error);
+                         Contains("text.txt: not a PyTorch checkpoint (zip or legacy) or safetensors file"), ember::Error);
     CHECK_THROWS_WITH_AS(read_checkpoint(kBad + "random.bin"),
-                         Contains("random.bin: not a PyTorch checkpoint (zip) or safetensors file"), ember::Error);
+                         Contains("random.bin: not a PyTorch checkpoint (zip or legacy) or safetensors file"), ember::Error);
     CHECK_THROWS_WITH_AS(read_checkpoint(kBad + "missing-file.pt"), Contains("missing-file.pt: cannot open"),
                          ember::Error);
     CHECK_THROWS_WITH_AS(read_checkpoint(kBad + "evil_global.pt"),

@@ -256,6 +256,14 @@ TEST_CASE("adapter file: round trip, wrong model, corruption, truncation, non-fi
     const std::string bytes = test::read_file(path);
     test::write_file(base->dir.file("cut.emba"), bytes.substr(0, bytes.size() / 2));
     refused(base->dir.file("cut.emba"), *base->model, "verifier");
+    // Files too short for a model's identifier at bytes 8..11 (the check read past a file of 8
+    // to 11 bytes, inside std::string's own buffer, so no tool saw it): no identifier; 12 bytes
+    // ending in a model's identifier: a model.
+    for (const size_t n : {0, 4, 8, 9, 11, 12}) {
+        CAPTURE(n);
+        test::write_file(base->dir.file("short.emba"), std::string("\0\0\0\0XXXXEMBR", n));
+        refused(base->dir.file("short.emba"), *base->model, n < 12 ? "not an ember adapter (identifier EMBA missing)" : "is a model");
+    }
     // a NaN in the values: find the first A value's bytes and overwrite them
     std::string bad = bytes;
     const float first = a->params()[0];
