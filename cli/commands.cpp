@@ -151,7 +151,7 @@ int cmd_info(const std::string& model_path, int threads_requested, bool json) {
                                 .c_str());
         if (!model->checksum_ok()) {
             std::fflush(stdout);
-            std::fprintf(stderr, "ember: error: %s: checksum mismatch over the data section (file corrupted)\n", printable(model_path, 200).c_str());
+            std::fprintf(stderr, "ember: error: %s: %s\n", printable(model_path, 200).c_str(), model->checksum_mismatch().c_str());
             return 1;
         }
         return 0;
@@ -193,7 +193,7 @@ int cmd_info(const std::string& model_path, int threads_requested, bool json) {
                 gen.total, ev.total, threads, threads == 1 ? "" : "s");
     if (!model->checksum_ok()) {
         std::fflush(stdout);
-        std::fprintf(stderr, "ember: error: %s: checksum mismatch over the data section (file corrupted)\n", printable(model_path, 200).c_str());
+        std::fprintf(stderr, "ember: error: %s: %s\n", printable(model_path, 200).c_str(), model->checksum_mismatch().c_str());
         return 1;
     }
     return 0;

@@ -292,6 +292,13 @@ size_t Model::weight_bytes() const {
     return n;
 }
 
+std::string Model::checksum_mismatch() const {
+    char hex[64];
+    std::snprintf(hex, sizeof hex, "stored %016llx, computed %016llx", static_cast<unsigned long long>(stored_checksum_),
+                  static_cast<unsigned long long>(checksum_));
+    return std::string("checksum mismatch over the data section (file corrupted): ") + hex;
+}
+
 std::string Model::provenance() const {
     const auto* fbm = fb::GetSizePrefixedModel(base_);
     const auto* p = fbm->provenance();
@@ -355,13 +362,9 @@ void Model::verify_and_view(bool require_checksum) {
     }
     const uint8_t* data = base_ + data_off;
     checksum_ = hash_data(data, data_size);
-    checksum_ok_ = checksum_ == fm->data_xxh64();
-    if (!checksum_ok_ && require_checksum) {
-        char hex[64];
-        std::snprintf(hex, sizeof hex, "stored %016llx, computed %016llx", static_cast<unsigned long long>(fm->data_xxh64()),
-                      static_cast<unsigned long long>(checksum_));
-        fail(f, ": checksum mismatch over the data section (file corrupted): ", hex);
-    }
+    stored_checksum_ = fm->data_xxh64();
+    checksum_ok_ = checksum_ == stored_checksum_;
+    if (!checksum_ok_ && require_checksum) fail(f, ": ", checksum_mismatch());
 
     // Configuration.
     const fb::Config* c = fm->config();

@@ -153,7 +153,10 @@ public:
     size_t file_bytes() const { return size_; }
     size_t weight_bytes() const;
     bool checksum_ok() const { return checksum_ok_; }
-    uint64_t checksum() const { return checksum_; }
+    uint64_t checksum() const { return checksum_; }                // xxh64 of the data section, computed at open
+    uint64_t stored_checksum() const { return stored_checksum_; }  // the one the file holds
+    // "checksum mismatch over the data section (file corrupted): stored X, computed Y"
+    std::string checksum_mismatch() const;
     std::string provenance() const;  // one line: source file, SHA-256, converter
     // How the bytes are held: false for anonymous memory (--no-mmap) and for open_memory.
     bool file_mapped() const { return mapped_ && !anonymous_; }
@@ -198,7 +201,7 @@ private:
     uint32_t format_version_ = 0;
     std::vector<TensorInfo> tensors_;
     bool checksum_ok_ = false;
-    uint64_t checksum_ = 0;
+    uint64_t checksum_ = 0, stored_checksum_ = 0;
 };
 
 // For commands (ember, ember-console), once at start: a SIGBUS raised by a read past the end
