@@ -235,7 +235,11 @@ private:
     // or in torch's legacy format the same with a sixth entry, view_metadata, which must be None
     // (storage views are not supported).
     Value* persistent_load(const Value* pid) {
-        if (pid->kind != Kind::Tuple || (pid->items.size() != 5 && pid->items.size() != 6)) bad("a persistent id that is not a 5-tuple");
+        if (pid->kind != Kind::Tuple || (pid->items.size() != 5 && pid->items.size() != 6)) {
+            bad(std::string("a persistent id that is not ('storage', type, key, location, numel) (a 5-tuple, or 6 with the legacy "
+                            "format's view_metadata) but a ") +
+                kind_name(pid->kind) + (pid->kind == Kind::Tuple ? " of " + std::to_string(pid->items.size()) : std::string()));
+        }
         const auto& it = pid->items;
         if (it.size() == 6 && it[5]->kind != Kind::None) bad("a legacy storage view (view_metadata), which is not supported");
         if (it[0]->kind != Kind::Str || it[0]->text != "storage") bad("a persistent id that is not ('storage', ...)");

@@ -277,7 +277,7 @@ void FlashReceiver::on_data(const Frame& in, std::vector<Frame>& out) {
             done += static_cast<size_t>(w);
         }
         received_ += n;
-    } else if (offset + n > received_) {
+    } else if (offset > received_ || n > received_ - offset) {  // not wholly held: no sum that wraps
         out.push_back(make(FrameType::Nak, in.seq, u64_and_text(received_, "expected offset " + std::to_string(received_))));
         return;
     }

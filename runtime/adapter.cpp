@@ -14,6 +14,7 @@
 #include <random>
 
 #include "adapter_generated.h"
+#include "kernels/cpu/adamw.h"
 #include "runtime/error.h"
 #include "runtime/paths.h"
 #include "runtime/utf8.h"
@@ -267,20 +268,17 @@ std::unique_ptr<LoraAdapter> LoraAdapter::load(const std::string& path, const Mo
         s.eps = t->eps();
         s.clip = t->clip();
         s.text_xxh64 = t->text_xxh64();
-        for (float f : {s.lr, s.weight_decay, s.beta1, s.beta2, s.eps, s.clip}) {
-            if (!std::isfinite(f) || f < 0.0f) fail(what, ": training state holds a non-finite or negative hyperparameter");
-        }
-        // A resumed run takes these from the file: what ember finetune refuses as options is
-        // refused here too, naming the file (lr 0 trained nothing; eps 0 divided 0 by 0 and was
-        // reported as a divergence blamed on lr; batch 0 said "batch 0 is outside [1, 4096]").
-        if (!(s.lr > 0.0f)) fail(what, ": training state lr ", s.lr, " must be > 0");
-        if (!(s.eps > 0.0f)) fail(what, ": training state eps ", s.eps, " must be > 0 (AdamW divides by sqrt(v) + eps; ember writes 1e-8)");
+        // A resumed run takes these from the file: what the Trainer and ember finetune refuse
+        // is refused here too, naming the file (lr 0 trained nothing; eps 0 divided 0 by 0 and
+        // was reported as a divergence blamed on lr; batch 0 said "batch 0 is outside [1, 4096]").
+        if (!std::isfinite(s.clip) || s.clip < 0.0f) fail(what, ": training state clip ", s.clip, " must be finite and >= 0 (0 = off)");
+        kernels::AdamWParams adamw;
+        adamw.lr = s.lr, adamw.beta1 = s.beta1, adamw.beta2 = s.beta2, adamw.eps = s.eps, adamw.weight_decay = s.weight_decay;
+        if (const std::string bad = kernels::adamw_params_problem(adamw); !bad.empty()) fail(what, ": training state ", bad);
         if (t->batch() < 1 || t->batch() > static_cast<uint32_t>(kMaxTrainBatch) || t->seq() < 1 || t->seq() > static_cast<uint32_t>(c.block_size)) {
             fail(what, ": training state batch ", t->batch(), " x seq ", t->seq(), " is outside [1, ", kMaxTrainBatch, "] x [1, block_size = ",
                  c.block_size, "]");
         }
-        // torch.optim.AdamW's ranges: bias correction divides by 1 - beta^t.
-        if (!(s.beta1 < 1.0f) || !(s.beta2 < 1.0f)) fail(what, ": training state beta1 ", s.beta1, " or beta2 ", s.beta2, " is not in [0, 1)");
         if (s.step > (uint64_t{1} << 53) || s.adam_step > (uint64_t{1} << 53)) {
             fail(what, ": training state step ", s.step, " or adam_step ", s.adam_step, " is past 2^53");
         }

@@ -16,13 +16,18 @@
 
 namespace ember {
 
-namespace {
-
-int max_groups(const kernels::WeightView& w, int cur) {
-    return w.type == kernels::WType::I8 ? std::max(cur, w.groups_per_row()) : cur;
+int int8_groups_per_row(const Model& model) {
+    int groups = 1;
+    auto take = [&](const kernels::WeightView& v) {
+        if (v.type == kernels::WType::I8) groups = std::max(groups, v.groups_per_row());
+    };
+    const ModelWeights& w = model.weights();
+    for (const auto& l : w.layers) {
+        for (const auto* v : {&l.qkv, &l.proj, &l.fc, &l.fc2}) take(*v);
+    }
+    take(w.lm_head);
+    return groups;
 }
-
-}  // namespace
 
 size_t linear_xf_floats(const Model& model) {
     const ModelConfig& c = model.config();
@@ -49,12 +54,7 @@ MemoryPlan plan_memory(const Model& model, int threads, bool all_logits, int lor
     p.logit_rows = all_logits ? c.block_size : 1;
     p.rows = all_logits || prefill_rows == 0 ? c.block_size : std::min(c.block_size, prefill_rows);
     const size_t R = p.rows;
-    int groups = 1;
-    const ModelWeights& w = model.weights();
-    for (const auto& l : w.layers) {
-        for (const auto* v : {&l.qkv, &l.proj, &l.fc, &l.fc2}) groups = max_groups(*v, groups);
-    }
-    groups = max_groups(w.lm_head, groups);
+    const int groups = int8_groups_per_row(model);
     ArenaPlanner a(kDataAlignment);
     auto take = [&](size_t bytes) { return a.take(bytes); };
     const size_t f4 = sizeof(float);

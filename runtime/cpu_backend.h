@@ -55,6 +55,10 @@ int resolve_threads(int requested);
 // or where the CPU's kernels read none (kernels/cpu/linear.h: linear_uses_xf).
 size_t linear_xf_floats(const Model& model);
 
+// The most int8 groups in a row of `model`'s linear weights (qkv, proj, fc, fc2, lm_head; 1
+// where none is int8): the width of the int8 activations' scales, xs [rows, groups].
+int int8_groups_per_row(const Model& model);
+
 // Plans the arena for `model` with `threads` threads (and LoRA rank, 0 = no adapter; the KV
 // cache's element type, SessionOptions' default unless given; the rows of a prefill pass,
 // SessionOptions::prefill_rows). Pure arithmetic on the configuration (ArenaPlanner, 64-byte

@@ -30,10 +30,6 @@ namespace ember {
 
 namespace {
 
-int max_groups(const kernels::WeightView& w, int cur) {
-    return w.type == kernels::WType::I8 ? std::max(cur, w.groups_per_row()) : cur;
-}
-
 uint64_t splitmix64(uint64_t x) {
     x += 0x9e3779b97f4a7c15ull;
     x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
@@ -47,12 +43,7 @@ TrainPlan plan_training(const Model& model, int batch, int seq, int rank, size_t
     const ModelConfig& c = model.config();
     const size_t M = static_cast<size_t>(batch) * seq, T = seq, C = c.n_embd, F = c.ffn_hidden, V = c.vocab_size,
                  L = c.n_layer, r = rank, f4 = sizeof(float);
-    int groups = 1;
-    const ModelWeights& w = model.weights();
-    for (const auto& l : w.layers) {
-        for (const auto* v : {&l.qkv, &l.proj, &l.fc, &l.fc2}) groups = max_groups(*v, groups);
-    }
-    groups = max_groups(w.lm_head, groups);
+    const int groups = int8_groups_per_row(model);
     TrainPlan p;
     ArenaPlanner arena(kDataAlignment);
     p.x = arena.take((L + 1) * M * C * f4);
@@ -100,10 +91,7 @@ Trainer::Trainer(const Model& model, LoraAdapter& adapter, int batch, int seq, c
     if (batch < 1 || batch > kMaxTrainBatch) fail("batch ", batch, " is outside [1, ", kMaxTrainBatch, "]");
     if (adapter.base_checksum() != model.checksum() || adapter.n_layer() != c.n_layer) fail("the adapter was made for another model than ", model.path());
     if (!(clip >= 0.0f) || !std::isfinite(clip)) fail("gradient clip ", clip, " must be finite and >= 0 (0 = off)");
-    for (const auto& [name, f] : {std::pair<const char*, float>{"lr", adamw.lr}, {"weight decay", adamw.weight_decay}, {"eps", adamw.eps}}) {
-        if (!std::isfinite(f) || f < 0.0f) fail("AdamW ", name, " ", f, " must be finite and >= 0");
-    }
-    if (!(adamw.beta1 >= 0.0f && adamw.beta1 < 1.0f && adamw.beta2 >= 0.0f && adamw.beta2 < 1.0f)) fail("AdamW betas must lie in [0, 1)");
+    if (const std::string bad = kernels::adamw_params_problem(adamw); !bad.empty()) fail("AdamW ", bad);
     if (adapter.adam_m.size() != adapter.size() || adapter.adam_v.size() != adapter.size()) {
         adapter.adam_m.assign(adapter.size(), 0.0f);
         adapter.adam_v.assign(adapter.size(), 0.0f);

@@ -232,6 +232,11 @@ TEST_CASE("unpickler: malformed pickles give errors, never crashes") {
     CHECK_THROWS_WITH_AS(unpickle("(X\x07\x00\x00\x00storagectorch\nFloatStorage\nX\x04\x00\x00\x00../xNK\x01tQ."s),
                          Contains("storage key '../x'"), ember::Error);
     CHECK_THROWS_WITH_AS(unpickle("\x8a\x09" "123456789."), Contains("wider than 64 bits"), ember::Error);
+    // A persistent id of the wrong shape names what it is (it said "not a 5-tuple" of a 6-tuple's
+    // neighbours too): a 3-tuple, a str.
+    CHECK_THROWS_WITH_AS(unpickle("(NNNtQ."), Contains("(a 5-tuple, or 6 with the legacy format's view_metadata) but a tuple of 3"),
+                         ember::Error);
+    CHECK_THROWS_WITH_AS(unpickle("X\x01\x00\x00\x00sQ."s), Contains("but a str"), ember::Error);
     // Cycles and deep nesting are held in the arena and destroyed flat.
     CHECK_NOTHROW(unpickle("]q\x00h\x00" "a."s));
     CHECK_NOTHROW(unpickle(std::string(100000, ']') + std::string(99999, 'a') + "."));

@@ -402,15 +402,21 @@ TEST_CASE("a step's time floor: batch x seq over the held-out pass's forward tok
     CHECK(note.find("a forward pass alone over them takes ") != std::string::npos);
 }
 
-TEST_CASE("the trainer refuses a negative or non-finite lr, weight decay or eps, naming it and its value") {
+TEST_CASE("the trainer refuses an lr or eps not > 0, a negative weight decay, a beta not below 1 or negative, naming it and its value") {
+    // lr 0 and eps 0 passed here while an adapter file holding them was refused (the rules were
+    // written twice): now one rule, kernels::adamw_params_problem.
     auto base = convert_base("gptpy", convert::WeightDType::I8);
     LoraAdapter a(*base->model, 4, 8.0f);
-    for (const auto& [field, value, want] : {std::tuple<int, float, const char*>{0, -1.0f, "AdamW lr -1 must be finite and >= 0"},
+    for (const auto& [field, value, want] : {std::tuple<int, float, const char*>{0, -1.0f, "AdamW lr -1 must be finite and > 0"},
+                                             {0, 0.0f, "AdamW lr 0 must be finite and > 0"},
                                              {1, -0.5f, "AdamW weight decay -0.5 must be finite and >= 0"},
-                                             {2, std::nanf(""), "AdamW eps nan must be finite and >= 0"}}) {
+                                             {2, std::nanf(""), "AdamW eps nan must be finite and > 0"},
+                                             {2, 0.0f, "AdamW eps 0 must be finite and > 0 (AdamW divides by sqrt(v) + eps)"},
+                                             {3, 1.0f, "AdamW beta1 1 must be in [0, 1)"},
+                                             {4, -0.1f, "AdamW beta2 -0.1 must be in [0, 1)"}}) {
         CAPTURE(want);
         kernels::AdamWParams aw;
-        (field == 0 ? aw.lr : field == 1 ? aw.weight_decay : aw.eps) = value;
+        (field == 0 ? aw.lr : field == 1 ? aw.weight_decay : field == 2 ? aw.eps : field == 3 ? aw.beta1 : aw.beta2) = value;
         CHECK_THROWS_WITH_AS(Trainer(*base->model, a, 2, 8, aw, 1.0f, 1), doctest::Contains(want), Error);
     }
 }

@@ -1,8 +1,25 @@
 #include "kernels/cpu/adamw.h"
 
 #include <cmath>
+#include <sstream>
 
 namespace ember::kernels {
+
+std::string adamw_params_problem(const AdamWParams& a) {
+    std::ostringstream s;
+    if (!std::isfinite(a.lr) || !(a.lr > 0.0f)) {
+        s << "lr " << a.lr << " must be finite and > 0";
+    } else if (!std::isfinite(a.weight_decay) || !(a.weight_decay >= 0.0f)) {
+        s << "weight decay " << a.weight_decay << " must be finite and >= 0";
+    } else if (!std::isfinite(a.eps) || !(a.eps > 0.0f)) {
+        s << "eps " << a.eps << " must be finite and > 0 (AdamW divides by sqrt(v) + eps)";
+    } else if (!(a.beta1 >= 0.0f && a.beta1 < 1.0f)) {
+        s << "beta1 " << a.beta1 << " must be in [0, 1)";
+    } else if (!(a.beta2 >= 0.0f && a.beta2 < 1.0f)) {
+        s << "beta2 " << a.beta2 << " must be in [0, 1)";
+    }
+    return s.str();
+}
 
 double grad_norm(const float* g, size_t n) {
     double s = 0.0;

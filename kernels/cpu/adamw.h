@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 namespace ember::kernels {
 
@@ -19,6 +20,13 @@ struct AdamWParams {
     float eps = 1e-8f;           // added to the denominator
     float weight_decay = 0.01f;  // decoupled: p *= 1 - lr * weight_decay
 };
+
+// Empty when a's values can train: lr and eps finite and > 0 (lr 0 trains nothing; eps 0
+// divides 0 by 0), weight_decay finite and >= 0, beta1 and beta2 in [0, 1) (bias correction
+// divides by 1 - beta^t; torch.optim.AdamW's ranges). Else the first bad one with its value,
+// e.g. "eps 0 must be finite and > 0 (AdamW divides by sqrt(v) + eps)". One rule for the
+// Trainer and for a training state read from an adapter file.
+std::string adamw_params_problem(const AdamWParams& a);
 
 // ||g||_2 over n values, accumulated in double (inf or NaN when g holds one).
 double grad_norm(const float* g, size_t n);

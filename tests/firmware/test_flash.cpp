@@ -546,7 +546,11 @@ TEST_CASE("flash receiver: out-of-order, duplicate and malformed frames") {
     rx.handle(frame(FrameType::Data, 7, data(60, 50)), out);  // past the offered size
     rx.handle(frame(FrameType::Done, 8, {}), out);            // incomplete
     rx.handle(frame(FrameType::Data, 9, {1, 2, 3}), out);     // payload too short for an offset
-    REQUIRE(out.size() == 6);
+    // An offset whose sum with the length wraps past 2^64: a NAK (it was acknowledged as a
+    // duplicate of bytes already held).
+    rx.handle(frame(FrameType::Data, 12, data(~uint64_t{0} - 4, 10)), out);
+    REQUIRE(out.size() == 7);
+    CHECK((out[6].type == FrameType::Nak && held(out[6]) == 60 && out[6].seq == 12));
     CHECK((out[0].type == FrameType::Ack && held(out[0]) == 60 && out[0].seq == 4));
     CHECK((out[1].type == FrameType::Ack && held(out[1]) == 60));
     CHECK((out[2].type == FrameType::Nak && held(out[2]) == 60));
