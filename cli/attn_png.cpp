@@ -15,6 +15,7 @@
 #include <cstring>
 
 #include "runtime/error.h"
+#include "runtime/paths.h"
 #include "runtime/utf8.h"
 
 namespace ember::cli {
@@ -144,18 +145,6 @@ void draw_panel(Canvas& cv, const gdFont& f, const Layout& l, int x0, int y0, co
     }
 }
 
-// All of n bytes to fd; false with errno on a failure.
-bool write_all(int fd, const uint8_t* p, size_t n) {
-    while (n > 0) {
-        const ssize_t w = ::write(fd, p, n);
-        if (w < 0 && errno == EINTR) continue;
-        if (w <= 0) return false;
-        p += w;
-        n -= static_cast<size_t>(w);
-    }
-    return true;
-}
-
 // bytes to path. A regular file (or a new one) is written to path.tmp-PID and renamed over
 // it, so a failure leaves what was there (its mode is not kept: the picture is 0644 less
 // umask); anything else that exists (a device, a FIFO) is written in place, never removed.
@@ -166,7 +155,7 @@ void write_file(const std::string& path, const std::vector<uint8_t>& bytes) {
     if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
         const int fd = ::open(path.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC);
         if (fd < 0) fail("cannot write ", f, ": ", std::strerror(errno));
-        const bool ok = write_all(fd, bytes.data(), bytes.size());
+        const bool ok = write_fully(fd, bytes.data(), bytes.size());
         const int e = errno;
         if (::close(fd) != 0 || !ok) fail("cannot write ", f, ": ", std::strerror(ok ? errno : e));
         return;
@@ -185,7 +174,9 @@ void write_file(const std::string& path, const std::vector<uint8_t>& bytes) {
     const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     // Named: the file itself may be there and writable (/proc/version said "No such file").
     if (fd < 0) fail("cannot write ", f, ": cannot create its temporary ", printable(tmp, 200), ": ", std::strerror(errno));
-    const bool ok = write_all(fd, bytes.data(), bytes.size());
+    // On disk before the rename, as the model and the adapter are: a crash then leaves the old
+    // picture or the new one, never an empty file.
+    const bool ok = write_fully(fd, bytes.data(), bytes.size()) && ::fsync(fd) == 0;
     const int e = errno;
     const bool closed = ::close(fd) == 0;
     if (!ok || !closed) {

@@ -186,16 +186,7 @@ flatbuffers::DetachedBuffer build_index(const CanonicalModel& m, const Tokenizer
 }
 
 void write_all(int fd, const void* p, size_t n, const std::string& path) {
-    const uint8_t* s = static_cast<const uint8_t*>(p);
-    while (n > 0) {
-        const ssize_t w = ::write(fd, s, n);
-        if (w < 0) {
-            if (errno == EINTR) continue;
-            fail(path, ": write failed: ", std::strerror(errno));
-        }
-        s += w;
-        n -= static_cast<size_t>(w);
-    }
+    if (!write_fully(fd, p, n)) fail(path, ": write failed: ", std::strerror(errno));
 }
 
 }  // namespace

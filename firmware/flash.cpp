@@ -475,7 +475,7 @@ SendResult send_file(int in_fd, int out_fd, const std::string& bytes, const std:
     if (const std::string bad = check_model_name(name); !bad.empty()) fail(bad);
     if (bytes.empty()) fail("the file is empty");
     if (opts.chunk == 0 || opts.chunk > kDataChunk) fail("chunk ", opts.chunk, " not in 1..", kDataChunk);
-    if (opts.timeout_ms <= 0 || opts.retries <= 0) fail("timeout and retries must be positive");
+    if (opts.timeout_ms <= 0 || opts.retries <= 0) fail("timeout ", opts.timeout_ms, " ms and retries ", opts.retries, " must both be > 0");
     SendResult res;
     res.bytes = bytes.size();
     res.sha256 = sha256_hex(bytes.data(), bytes.size());

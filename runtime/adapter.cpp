@@ -156,7 +156,7 @@ void LoraAdapter::save(const std::string& path) const {
     b.ForceDefaults(true);
     flatbuffers::Offset<fba::TrainState> ts;
     if (train.present) {
-        if (adam_m.size() != params_.size() || adam_v.size() != params_.size()) fail("adapter save: AdamW moments are not sized like the adapter");
+        if (adam_m.size() != params_.size() || adam_v.size() != params_.size()) fail(printable(path, 200), ": AdamW moments of ", adam_m.size(), " and ", adam_v.size(), " values for an adapter of ", params_.size(), "; not written");
         const auto m = b.CreateVector(adam_m);
         const auto v = b.CreateVector(adam_v);
         ts = fba::CreateTrainState(b, train.step, train.adam_step, train.seed, static_cast<uint32_t>(train.batch),
@@ -181,17 +181,7 @@ void LoraAdapter::save(const std::string& path) const {
     const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     if (fd < 0) fail(printable(path, 200), ": cannot create its temporary file ", printable(tmp, 200), ": ", std::strerror(errno));
     try {
-        const uint8_t* p = b.GetBufferPointer();
-        size_t n = b.GetSize();
-        while (n > 0) {
-            const ssize_t w = ::write(fd, p, n);
-            if (w < 0) {
-                if (errno == EINTR) continue;
-                fail(printable(tmp, 200), ": write failed: ", std::strerror(errno));
-            }
-            p += w;
-            n -= static_cast<size_t>(w);
-        }
+        if (!write_fully(fd, b.GetBufferPointer(), b.GetSize())) fail(printable(tmp, 200), ": write failed: ", std::strerror(errno));
         if (::fsync(fd) != 0) fail(printable(tmp, 200), ": fsync failed: ", std::strerror(errno));
     } catch (...) {
         ::close(fd);

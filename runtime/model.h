@@ -3,7 +3,7 @@
 //
 // Verification at open (the trust boundary: nothing after it re-checks): size prefix within
 // the file, FlatBuffers verifier, identifier "EMBR", format_version, configuration bounds
-// (every product used to size a buffer fits in 32 bits), n_embd divisible by n_head, each
+// (every product used to size a buffer is at most 2^31 - 1 elements: the kernels index with int), n_embd divisible by n_head, each
 // tensor's name, shape (against the configuration), dtype, group size, and byte ranges inside
 // the data section, the data section inside the file, XXH64 of the data section, and the
 // tokenizer (char: code points ascending; byte-level BPE: verify_bpe in runtime/bpe.h).

@@ -79,4 +79,20 @@ std::string output_target(const std::string& out, const char* option) {
     return target.string();
 }
 
+bool write_fully(int fd, const void* p, size_t n) {
+    const char* s = static_cast<const char*>(p);
+    while (n > 0) {
+        const ssize_t w = ::write(fd, s, n);
+        if (w < 0 && errno == EINTR) continue;
+        if (w < 0) return false;
+        if (w == 0) {
+            errno = EIO;
+            return false;
+        }
+        s += w;
+        n -= static_cast<size_t>(w);
+    }
+    return true;
+}
+
 }  // namespace ember

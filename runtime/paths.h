@@ -27,4 +27,8 @@ void check_output_not_input(const std::string& out, const std::vector<std::pair<
 // not be written ("... the folder F does not exist (create it first, e.g. mkdir -p F)").
 std::string output_target(const std::string& out, const char* option = "-o");
 
+// Writes all n bytes at p to fd, going on after short writes and EINTR. False with errno set
+// on a failure: write()'s own, or EIO where it took nothing (0 for n > 0 would loop for good).
+bool write_fully(int fd, const void* p, size_t n);
+
 }  // namespace ember

@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 
 #include <sys/mman.h>
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -12,12 +13,14 @@
 #include <filesystem>
 #include <limits>
 #include <new>
+#include <thread>
 
 #include "adapter_generated.h"
 #include "converter/convert.h"
 #include "runtime/adapter.h"
 #include "runtime/error.h"
 #include "runtime/model.h"
+#include "runtime/paths.h"
 #include "runtime/sampler.h"
 #include "runtime/finetune.h"
 #include "runtime/memory.h"
@@ -172,6 +175,37 @@ TEST_CASE("sampler: greedy takes the first maximum, top-k above V keeps every to
     p.top_p = 1e-6f;
     Sampler sp(p, 5, probs.data(), ids.data());
     for (int i = 0; i < 50; ++i) CHECK(sp.sample(logits) == 1);
+}
+
+TEST_CASE("write_fully: every byte through short pipe writes, and a failure's errno") {
+    // A pipe takes at most its buffer per write while the reader drains it: 1 MiB in pieces.
+    int fds[2];
+    REQUIRE(::pipe(fds) == 0);
+    std::string bytes(1 << 20, '\0');
+    for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<char>(i * 131 + (i >> 9));
+    std::string got;
+    std::thread reader([&] {
+        char buf[4096];
+        for (ssize_t n; (n = ::read(fds[0], buf, sizeof buf)) > 0;) got.append(buf, static_cast<size_t>(n));
+    });
+    const bool ok = write_fully(fds[1], bytes.data(), bytes.size());
+    ::close(fds[1]);
+    reader.join();
+    ::close(fds[0]);
+    CHECK(ok);
+    CHECK(got == bytes);
+    // A full device: false with ENOSPC; a closed descriptor: EBADF.
+    const int full = ::open("/dev/full", O_WRONLY | O_CLOEXEC);
+    if (full >= 0) {
+        errno = 0;
+        CHECK_FALSE(write_fully(full, "abc", 3));
+        CHECK(errno == ENOSPC);
+        ::close(full);
+    }
+    errno = 0;
+    CHECK_FALSE(write_fully(-1, "abc", 3));
+    CHECK(errno == EBADF);
+    CHECK(write_fully(-1, "", 0));  // nothing to write: nothing tried
 }
 
 TEST_CASE("sampler: frequencies follow softmax(logits / T)") {

@@ -205,18 +205,6 @@ void kv_round_f16_at(CpuLevel level, const float* x, uint16_t* y, int n) {
     ops_detail::op_kernels_at(level).round_f16(x, y, n);
 }
 
-const char* kv_dtype_name(KvDType t) { return t == KvDType::F16 ? "f16" : "f32"; }
-
-bool parse_kv_dtype(const char* name, KvDType* out) {
-    for (KvDType t : {KvDType::F16, KvDType::F32}) {
-        if (std::strcmp(name, kv_dtype_name(t)) == 0) {
-            *out = t;
-            return true;
-        }
-    }
-    return false;
-}
-
 }  // namespace ember::kernels
 
 namespace ember::kernels {

@@ -32,7 +32,7 @@ struct LinearScratch {
 size_t linear_scratch_xq_bytes(int T, int K);
 size_t linear_scratch_xs_bytes(int T, int K, int group_size);
 // Floats of LinearScratch::xf per thread for rows of up to K inputs (a multiple of 16): 64 rows
-// of x and 8 of W, of K in blocks of at most 1024 (221 KiB a thread for K = 1536).
+// of x and 8 of W, of K in blocks of at most 1024 (216 KiB, 221,184 bytes, a thread for K = 1536).
 size_t linear_scratch_xf_floats(int K);
 // Whether linear()'s kernels (those of cpu_level()) read LinearScratch::xf: the x86 levels
 // from avx2 up; plain and the ARM levels do not, so a session there plans none.
