@@ -174,11 +174,8 @@ flatbuffers::DetachedBuffer build_index(const CanonicalModel& m, const Tokenizer
     const bool v2 = bpe || c.arch == Arch::HfGpt2;
     const auto pv = fb::CreateProvenance(b, b.CreateString(prov.source_file), b.CreateString(prov.source_sha256),
                                          b.CreateString(prov.vocab_source), b.CreateString(kConverter));
-    fb::Activation act = c.activation == kernels::ActivationKind::ReLU      ? fb::Activation::ReLU
-                         : c.activation == kernels::ActivationKind::GeluErf ? fb::Activation::GeluErf
-                                                                             : fb::Activation::GeluTanh;
-    const fb::Arch arch = c.arch == Arch::GptPy ? fb::Arch::GptPy : c.arch == Arch::NanoGPT ? fb::Arch::NanoGPT : fb::Arch::HfGpt2;
-    const auto cfg = fb::CreateConfig(b, arch, c.n_layer, c.n_head, c.n_embd, c.block_size, c.vocab_size, c.ffn_hidden, act,
+    const auto cfg = fb::CreateConfig(b, file_arch(c.arch), c.n_layer, c.n_head, c.n_embd, c.block_size, c.vocab_size, c.ffn_hidden,
+                                      file_activation(c.activation),
                                       c.ln_eps, c.attn_scale, c.tied_lm_head, v2 ? n_tok : 0);
     const auto root = fb::CreateModel(b, v2 ? kFormatVersion : kFormatVersionChar, cfg, tok, pv, tv, data_offset, data_size, data_hash);
     fb::FinishSizePrefixedModelBuffer(b, root);

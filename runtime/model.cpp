@@ -373,12 +373,9 @@ void Model::verify_and_view(bool require_checksum) {
         return static_cast<int>(v);
     };
     ModelConfig& cfg = config_;
-    switch (c->arch()) {
-    case fb::Arch::GptPy: cfg.arch = Arch::GptPy; break;
-    case fb::Arch::NanoGPT: cfg.arch = Arch::NanoGPT; break;
-    case fb::Arch::HfGpt2: cfg.arch = Arch::HfGpt2; break;
-    default: fail(f, ": config.arch ", int(c->arch()), " is unknown");
-    }
+    const std::optional<Arch> arch = arch_of(c->arch());
+    if (!arch) fail(f, ": config.arch ", int(c->arch()), " is unknown");
+    cfg.arch = *arch;
     cfg.n_layer = dim("n_layer", c->n_layer(), kMaxLayers);
     cfg.n_head = dim("n_head", c->n_head(), kMaxDim);
     cfg.n_embd = dim("n_embd", c->n_embd(), kMaxDim);
@@ -386,12 +383,9 @@ void Model::verify_and_view(bool require_checksum) {
     cfg.vocab_size = dim("vocab_size", c->vocab_size(), kMaxDim);
     cfg.ffn_hidden = dim("ffn_hidden", c->ffn_hidden(), kMaxDim);
     if (cfg.n_embd % cfg.n_head != 0) fail(f, ": config.n_embd ", cfg.n_embd, " is not divisible by config.n_head ", cfg.n_head);
-    switch (c->activation()) {
-    case fb::Activation::ReLU: cfg.activation = kernels::ActivationKind::ReLU; break;
-    case fb::Activation::GeluErf: cfg.activation = kernels::ActivationKind::GeluErf; break;
-    case fb::Activation::GeluTanh: cfg.activation = kernels::ActivationKind::GeluTanh; break;
-    default: fail(f, ": config.activation ", int(c->activation()), " is unknown");
-    }
+    const std::optional<kernels::ActivationKind> act = activation_of(c->activation());
+    if (!act) fail(f, ": config.activation ", int(c->activation()), " is unknown");
+    cfg.activation = *act;
     cfg.ln_eps = c->ln_eps();
     cfg.attn_scale = c->attn_scale();
     if (!(cfg.ln_eps > 0.0f && cfg.ln_eps < 1.0f)) fail(f, ": config.ln_eps ", cfg.ln_eps, " is out of range (0, 1)");

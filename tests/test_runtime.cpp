@@ -19,6 +19,7 @@
 #include "converter/convert.h"
 #include "runtime/adapter.h"
 #include "runtime/error.h"
+#include "runtime/file_dtype.h"
 #include "runtime/model.h"
 #include "runtime/paths.h"
 #include "runtime/sampler.h"
@@ -352,6 +353,21 @@ TEST_CASE("a corrupted or truncated .ember file is refused with a message") {
     test::write_file(dir.file("text.ember"), std::string(200, 'x'));
     CHECK_THROWS_AS(Model::open(dir.file("text.ember")), Error);
     CHECK_THROWS_WITH_AS(Model::open(dir.file("missing.ember")), doctest::Contains("cannot open"), Error);
+}
+
+TEST_CASE("file enums: every arch and activation goes into the file and back, and a value the build does not know is none") {
+    for (const Arch a : {Arch::GptPy, Arch::NanoGPT, Arch::HfGpt2}) CHECK(arch_of(file_arch(a)) == a);
+    for (const auto k : {kernels::ActivationKind::ReLU, kernels::ActivationKind::GeluErf, kernels::ActivationKind::GeluTanh})
+        CHECK(activation_of(file_activation(k)) == k);
+    // The bytes written are those the files already made hold (schema/ember.fbs's values).
+    CHECK(static_cast<int>(file_arch(Arch::GptPy)) == 0);
+    CHECK(static_cast<int>(file_arch(Arch::NanoGPT)) == 1);
+    CHECK(static_cast<int>(file_arch(Arch::HfGpt2)) == 2);
+    CHECK(static_cast<int>(file_activation(kernels::ActivationKind::ReLU)) == 0);
+    CHECK(static_cast<int>(file_activation(kernels::ActivationKind::GeluErf)) == 1);
+    CHECK(static_cast<int>(file_activation(kernels::ActivationKind::GeluTanh)) == 2);
+    CHECK_FALSE(arch_of(static_cast<fb::Arch>(99)).has_value());
+    CHECK_FALSE(activation_of(static_cast<fb::Activation>(99)).has_value());
 }
 
 TEST_CASE("a model whose n_embd is not divisible by n_head is refused") {
