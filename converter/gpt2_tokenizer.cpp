@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include <map>
+#include <optional>
 #include <unordered_map>
 
 #include "runtime/error.h"
@@ -109,12 +110,32 @@ BpeData build_bpe(const nlohmann::json& enc, const std::vector<std::string>& add
     return d;
 }
 
-nlohmann::json parse_json(const std::string& path, const std::string& what) {
+nlohmann::json parse_json_text(const std::string& text, const std::string& what) {
     try {
-        return nlohmann::json::parse(read_text_file(path, kMaxFileBytes));
+        return nlohmann::json::parse(text);
     } catch (const nlohmann::json::exception& e) {
         fail(what, ": not valid JSON (", e.what(), ")");
     }
+}
+
+nlohmann::json parse_json(const std::string& path, const std::string& what) {
+    return parse_json_text(read_text_file(path, kMaxFileBytes), what);
+}
+
+// The first byte of text that is not JSON whitespace, or 0 where there is none.
+char first_non_space(const std::string& text) {
+    const size_t first = text.find_first_not_of(" \t\r\n");
+    return first == std::string::npos ? '\0' : text[first];
+}
+
+// "A B" (a merges.txt line, or a merge string of tokenizers < 0.20): A and B, non-empty and
+// without spaces. False for anything else.
+bool split_merge(const std::string& line, std::string* a, std::string* b) {
+    const size_t sp = line.find(' ');
+    if (sp == std::string::npos || sp == 0 || sp + 1 == line.size() || line.find(' ', sp + 1) != std::string::npos) return false;
+    *a = line.substr(0, sp);
+    *b = line.substr(sp + 1);
+    return true;
 }
 
 // The "type" of a tokenizer.json component, for messages: "null" when absent.
@@ -160,11 +181,9 @@ BpeData read_tokenizer_json(const nlohmann::json& j, const std::string& w) {
         const std::string where = w + ": model.merges[" + std::to_string(i) + "]";
         if (e.is_string()) {  // "a b" (tokenizers < 0.20)
             const std::string line = e.get<std::string>();
-            const size_t sp = line.find(' ');
-            if (sp == std::string::npos || sp == 0 || sp + 1 == line.size() || line.find(' ', sp + 1) != std::string::npos) {
-                fail(where, ": not a merge \"A B\": '", printable(line), "'");
-            }
-            merges.push_back({line.substr(0, sp), line.substr(sp + 1), where});
+            std::string a, b;
+            if (!split_merge(line, &a, &b)) fail(where, ": not a merge \"A B\": '", printable(line), "'");
+            merges.push_back({a, b, where});
         } else if (e.is_array() && e.size() == 2 && e[0].is_string() && e[1].is_string()) {  // ["a", "b"] (tokenizers >= 0.20)
             merges.push_back({e[0].get<std::string>(), e[1].get<std::string>(), where});
         } else {
@@ -197,25 +216,37 @@ BpeData read_tokenizer_json(const nlohmann::json& j, const std::string& w) {
     return build_bpe(m["vocab"], added, merges, w + ": model.vocab", w);
 }
 
-bool is_tokenizer_json(const std::string& path) {
-    if (is_dir(path)) return false;
-    const std::string head = read_text_file(path, kMaxFileBytes).substr(0, 64);
-    const size_t first = head.find_first_not_of(" \t\r\n");
-    if (first == std::string::npos || head[first] != '{') return false;
-    const nlohmann::json j = parse_json(path, printable(path, 200));
-    // An object "model" (GPT-2's encoder.json maps tokens, "model" among them, to ids).
-    return j.is_object() && j.contains("model") && j["model"].is_object();
+// A file's bytes (read once, at most kMaxFileBytes) and, where they are a JSON object, its
+// parse; tokenizer: that object is a tokenizers tokenizer.json (an object "model": GPT-2's
+// encoder.json maps tokens, "model" among them, to ids).
+struct TokenizerFile {
+    std::string text;
+    std::optional<nlohmann::json> json;
+    bool tokenizer = false;
+};
+
+TokenizerFile read_tokenizer_file(const std::string& path) {
+    TokenizerFile t;
+    t.text = read_text_file(path, kMaxFileBytes);
+    if (first_non_space(t.text) != '{') return t;
+    t.json = parse_json_text(t.text, printable(path, 200));
+    t.tokenizer = t.json->is_object() && t.json->contains("model") && (*t.json)["model"].is_object();
+    return t;
 }
 
 }  // namespace
 
 BpeData read_gpt2_tokenizer(const std::vector<std::string>& files) {
     std::string vocab_path, merges_path;
-    if (files.size() == 1 && !is_dir(files[0]) && is_tokenizer_json(files[0])) {
-        const std::string w = printable(files[0], 200);
-        return read_tokenizer_json(parse_json(files[0], w), w);
+    std::optional<nlohmann::json> vocab_json;  // the vocabulary's JSON where sniffing parsed it
+    if (files.size() == 1 && !is_dir(files[0])) {
+        const TokenizerFile t = read_tokenizer_file(files[0]);
+        if (t.tokenizer) return read_tokenizer_json(*t.json, printable(files[0], 200));
+        const char first = first_non_space(t.text);
+        fail(printable(files[0], 200), first == '\0' ? ": an empty file" : first == '{' ? ": a JSON object without a \"model\" object" : ": not JSON",
+             ", not a tokenizers tokenizer.json; --tokenizer takes a tokenizer.json, GPT-2's encoder.json and vocab.bpe (or vocab.json and merges.txt) together, or a folder holding them");
     }
-    if (files.size() == 1 && is_dir(files[0])) {
+    if (files.size() == 1) {  // a folder
         const std::string d = files[0] + "/";
         if (exists(d + "encoder.json") && exists(d + "vocab.bpe")) {
             vocab_path = d + "encoder.json";
@@ -231,28 +262,25 @@ BpeData read_gpt2_tokenizer(const std::vector<std::string>& files) {
         }
     } else if (files.size() == 2) {
         for (const std::string& f : files) {
-            if (!is_dir(f) && is_tokenizer_json(f)) {
+            TokenizerFile t = is_dir(f) ? TokenizerFile{} : read_tokenizer_file(f);
+            if (t.tokenizer) {
                 fail(printable(f, 200), ": a tokenizers tokenizer.json holds the vocabulary and the merges: give it to --tokenizer alone");
             }
-        }
-        for (const std::string& f : files) {
-            const std::string head = read_text_file(f, kMaxFileBytes).substr(0, 64);
-            const size_t first = head.find_first_not_of(" \t\r\n");
-            (first != std::string::npos && head[first] == '{' ? vocab_path : merges_path) = f;
+            if (t.json) {
+                vocab_path = f;
+                vocab_json = std::move(t.json);
+            } else {
+                merges_path = f;
+            }
         }
         if (vocab_path.empty() || merges_path.empty()) {
             fail("--tokenizer: give GPT-2's encoder.json (a JSON object) and vocab.bpe (the merges), or a folder holding them");
         }
-    } else if (files.size() == 1) {  // one file that is_tokenizer_json found no tokenizer.json
-        const std::string head = read_text_file(files[0], kMaxFileBytes).substr(0, 64);
-        const size_t first = head.find_first_not_of(" \t\r\n");
-        fail(printable(files[0], 200), first == std::string::npos ? ": an empty file" : head[first] == '{' ? ": a JSON object without a \"model\" object" : ": not JSON",
-             ", not a tokenizers tokenizer.json; --tokenizer takes a tokenizer.json, GPT-2's encoder.json and vocab.bpe (or vocab.json and merges.txt) together, or a folder holding them");
     } else {
         fail("--tokenizer: give GPT-2's encoder.json and vocab.bpe (or vocab.json and merges.txt), a tokenizer.json, or a folder holding them");
     }
     const std::string vw = printable(vocab_path, 200), mw = printable(merges_path, 200);
-    const nlohmann::json enc = parse_json(vocab_path, vw);
+    const nlohmann::json enc = vocab_json ? std::move(*vocab_json) : parse_json(vocab_path, vw);
 
     const std::string text = read_text_file(merges_path, kMaxFileBytes);
     std::vector<Merge> merges;
@@ -265,11 +293,9 @@ BpeData read_gpt2_tokenizer(const std::vector<std::string>& files) {
         ++line_no;
         if (!line.empty() && line.back() == '\r') line.pop_back();
         if (line.empty() || (line_no == 1 && line.rfind("#version", 0) == 0)) continue;
-        const size_t sp = line.find(' ');
-        if (sp == std::string::npos || sp == 0 || sp + 1 == line.size() || line.find(' ', sp + 1) != std::string::npos) {
-            fail(mw, ":", line_no, ": not a merge \"A B\": '", printable(line), "'");
-        }
-        merges.push_back({line.substr(0, sp), line.substr(sp + 1), mw + ":" + std::to_string(line_no)});
+        std::string a, b;
+        if (!split_merge(line, &a, &b)) fail(mw, ":", line_no, ": not a merge \"A B\": '", printable(line), "'");
+        merges.push_back({a, b, mw + ":" + std::to_string(line_no)});
     }
     return build_bpe(enc, {}, merges, vw, vw + " + " + mw);
 }
