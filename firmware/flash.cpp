@@ -33,22 +33,6 @@ std::vector<uint8_t> u64_and_text(uint64_t v, const std::string& text) {
     return p;
 }
 
-std::string to_hex(const std::string& raw) {
-    static const char* d = "0123456789abcdef";
-    std::string h;
-    for (unsigned char c : raw) {
-        h += d[c >> 4];
-        h += d[c & 15];
-    }
-    return h;
-}
-
-std::string from_hex(const std::string& hex) {
-    std::string raw;
-    for (size_t i = 0; i + 1 < hex.size(); i += 2) raw += static_cast<char>(std::stoi(hex.substr(i, 2), nullptr, 16));
-    return raw;
-}
-
 void fsync_dir(DeviceFs& fs, const std::string& dir) {
     if (fs.fsync_dir(dir) != 0) fail(printable(dir, 200), ": fsync of the folder: ", std::strerror(errno));
 }
@@ -171,7 +155,8 @@ bool FlashReceiver::handle(const Frame& in, std::vector<Frame>& out) {
 void FlashReceiver::on_offer(const Frame& in, std::vector<Frame>& out) {
     PayloadReader r(in.payload);
     const uint64_t size = r.u64("size");
-    const std::string sha = to_hex(r.bytes(32, "sha256"));
+    const std::string raw_sha = r.bytes(32, "sha256");
+    const std::string sha = hex_lower(raw_sha.data(), raw_sha.size());
     const uint8_t name_len = r.u8("name length");
     const std::string name = r.bytes(name_len, "name");
     if (offered_ && sha == sha_hex_ && size == size_ && name == name_ && !completed_) {
@@ -478,8 +463,8 @@ SendResult send_file(int in_fd, int out_fd, const std::string& bytes, const std:
     if (opts.timeout_ms <= 0 || opts.retries <= 0) fail("timeout ", opts.timeout_ms, " ms and retries ", opts.retries, " must both be > 0");
     SendResult res;
     res.bytes = bytes.size();
-    res.sha256 = sha256_hex(bytes.data(), bytes.size());
-    const std::string sha_raw = from_hex(res.sha256);
+    const std::string sha_raw = sha256_raw(bytes.data(), bytes.size());
+    res.sha256 = hex_lower(sha_raw.data(), sha_raw.size());
     Link link(in_fd, out_fd, opts);
     uint32_t seq = 1;
     Frame ans;

@@ -19,19 +19,20 @@ struct MdCtx {
     ~MdCtx() { EVP_MD_CTX_free(ctx); }
 };
 
-std::string hex(const unsigned char* d, unsigned n) {
+}  // namespace
+
+std::string hex_lower(const void* bytes, size_t n) {
     static const char digits[] = "0123456789abcdef";
+    const auto* d = static_cast<const unsigned char*>(bytes);
     std::string s(2 * n, '0');
-    for (unsigned i = 0; i < n; ++i) {
+    for (size_t i = 0; i < n; ++i) {
         s[2 * i] = digits[d[i] >> 4];
         s[2 * i + 1] = digits[d[i] & 15];
     }
     return s;
 }
 
-}  // namespace
-
-std::string sha256_hex(const void* data, size_t n) {
+std::string sha256_raw(const void* data, size_t n) {
     MdCtx m;
     unsigned char out[EVP_MAX_MD_SIZE];
     unsigned len = 0;
@@ -39,7 +40,12 @@ std::string sha256_hex(const void* data, size_t n) {
         EVP_DigestFinal_ex(m.ctx, out, &len) != 1) {
         fail("SHA-256 failed in libcrypto");
     }
-    return hex(out, len);
+    return std::string(reinterpret_cast<const char*>(out), len);
+}
+
+std::string sha256_hex(const void* data, size_t n) {
+    const std::string raw = sha256_raw(data, n);
+    return hex_lower(raw.data(), raw.size());
 }
 
 std::string sha256_file(const std::string& path) {
@@ -54,7 +60,7 @@ std::string sha256_file(const std::string& path) {
     unsigned char out[EVP_MAX_MD_SIZE];
     unsigned len = 0;
     EVP_DigestFinal_ex(m.ctx, out, &len);
-    return hex(out, len);
+    return hex_lower(out, len);
 }
 
 }  // namespace ember

@@ -27,6 +27,7 @@
 #include "runtime/memory.h"
 #include "runtime/cpu_backend.h"
 #include "runtime/session.h"
+#include "runtime/sha256.h"
 #include "runtime/stop_strings.h"
 #include "runtime/text_stream.h"
 #include "runtime/tokenizer.h"
@@ -176,6 +177,21 @@ TEST_CASE("sampler: greedy takes the first maximum, top-k above V keeps every to
     p.top_p = 1e-6f;
     Sampler sp(p, 5, probs.data(), ids.data());
     for (int i = 0; i < 50; ++i) CHECK(sp.sample(logits) == 1);
+}
+
+TEST_CASE("sha256: FIPS 180-4's test vectors, raw and in hex, of a buffer and of a file") {
+    // FIPS 180-4 (NIST's examples): SHA-256("abc") and of the empty string.
+    const std::string abc = "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad";
+    CHECK(sha256_hex("abc", 3) == abc);
+    CHECK(sha256_hex("", 0) == "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+    const std::string raw = sha256_raw("abc", 3);
+    REQUIRE(raw.size() == 32);
+    CHECK(static_cast<unsigned char>(raw[0]) == 0xba);
+    CHECK(static_cast<unsigned char>(raw[31]) == 0xad);
+    CHECK(hex_lower(raw.data(), raw.size()) == abc);
+    test::TempDir dir;
+    test::write_file(dir.file("abc"), "abc");
+    CHECK(sha256_file(dir.file("abc")) == abc);
 }
 
 TEST_CASE("write_fully: every byte through short pipe writes, and a failure's errno") {
