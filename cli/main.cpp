@@ -7,9 +7,11 @@
 #include <cstdio>
 #include <cstring>
 #include <exception>
+#include <functional>
 #include <memory>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "cli/attn_cmd.h"
 #include "cli/commands.h"
@@ -97,30 +99,30 @@ int help_written(const CLI::App& app, const CLI::Error& e) {
     return output_written(rc);
 }
 
-}  // namespace
+// A subcommand: its CLI11 app and what runs it once the command line is parsed. The options'
+// values live in the state the runner holds (a shared_ptr: CLI11 writes them during parse).
+struct Command {
+    CLI::App* app;
+    std::function<int()> run;
+};
 
-int main(int argc, char** argv) {
-    ember::report_truncated_model_files();  // a model file truncated under its mapping: said, not only "Bus error"
-    // A file past `ulimit -f` is a failed write (EFBIG), said and cleaned up as a full disk
-    // is, not a kill by SIGXFSZ that left OUT.tmp-PID behind.
-    std::signal(SIGXFSZ, SIG_IGN);
-    cli::warn_bad_kernel_env("ember");
-    CLI::App app{"ember: small GPT language models on the edge"};
-    app.formatter(std::make_shared<cli::HelpFormatter>());
-    app.footer("Each subcommand's options: ember SUBCOMMAND --help. The device program, a serial console: ember-console --help.\n"
-               "The README has the whole reference.");
-    app.require_subcommand(1);
-    app.set_version_flag("--version", "ember " EMBER_VERSION_STRING " (.ember format versions 1 and 2)");
-
-    convert::ConvertOptions conv;
-    std::string dtype = "int8", arch = "auto";
+// convert: PyTorch checkpoint (+ vocabulary) -> .ember.
+Command add_convert(CLI::App& app) {
+    struct State {
+        convert::ConvertOptions conv;
+        std::string dtype = "int8", arch = "auto", attention_scale, activation;
+        std::vector<std::string> renames;
+        CLI::Option *scale_opt = nullptr, *act_opt = nullptr;
+    };
+    auto st = std::make_shared<State>();
+    convert::ConvertOptions& conv = st->conv;
     auto* c = app.add_subcommand("convert", "PyTorch checkpoint (+ vocabulary) -> .ember");
     c->add_option("checkpoint", conv.checkpoint,
                   "gpt.py state_dict, nanoGPT ckpt.pt, Hugging Face GPT-2 pytorch_model.bin / model.safetensors, or .safetensors")
         ->required()
         ->check(cli::file_name_check());
     c->add_option("-o,--out", conv.out, "output .ember file")->required();
-    c->add_option("--dtype", dtype, "weight dtype: f32 | f16 | int8")->capture_default_str();
+    c->add_option("--dtype", st->dtype, "weight dtype: f32 | f16 | int8")->capture_default_str();
     cli::add_int_option(c, "--group-size", conv.write.group_size, 0, 1 << 24, "int8 group along a row (0 = a whole row)");
     auto* vt = c->add_option("--vocab-text", conv.vocab_text, "training text: vocabulary = sorted(set(text))")->check(cli::file_name_check());
     auto* mt = c->add_option("--meta", conv.meta, "nanoGPT meta.pkl")->check(cli::file_name_check());
@@ -129,28 +131,52 @@ int main(int argc, char** argv) {
                    ->check(cli::file_name_check());
     vt->excludes(mt);
     tk->excludes(vt)->excludes(mt);
-    c->add_option("--arch", arch, "auto | gptpy | nanogpt | hf-gpt2")->capture_default_str();
-    std::string attention_scale, activation;
-    std::vector<std::string> renames;
-    auto* scale_opt = c->add_option("--attention-scale", attention_scale,
+    c->add_option("--arch", st->arch, "auto | gptpy | nanogpt | hf-gpt2")->capture_default_str();
+    st->scale_opt = c->add_option("--attention-scale", st->attention_scale,
                   "head = 1/sqrt(head_size) (today's gpt.py, the default), embd = 1/sqrt(n_embd) (the early gpt.py's C**-0.5), auto (the better on --vocab-text), or a number");
-    auto* act_opt = c->add_option("--activation", activation, "relu | gelu | gelu-tanh: replaces the architecture's (gpt.py relu, nanoGPT gelu, GPT-2 gelu-tanh)");
+    st->act_opt = c->add_option("--activation", st->activation, "relu | gelu | gelu-tanh: replaces the architecture's (gpt.py relu, nanoGPT gelu, GPT-2 gelu-tanh)");
     cli::add_int_option_once(c, "--n-head", conv.overrides.n_head, 1, 1 << 16, "attention heads, for a checkpoint without model_args or config.json")->default_str("");
-    c->add_option("--rename", renames, "OLD=NEW: replace the substring OLD by NEW in every key before mapping (repeatable, in order)")
+    c->add_option("--rename", st->renames, "OLD=NEW: replace the substring OLD by NEW in every key before mapping (repeatable, in order)")
         ->expected(1)
         ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
 
-    std::string info_model;
+    return {c, [st] {
+        st->conv.write.dtype = convert::parse_dtype(st->dtype);
+        st->conv.arch = convert::parse_arch(st->arch);
+        // Given at all, even as "": parsed (an empty value is refused, not the default).
+        if (st->scale_opt->count() > 0) st->conv.attention_scale = convert::parse_attention_scale(st->attention_scale);
+        if (st->act_opt->count() > 0) st->conv.activation = convert::parse_activation(st->activation);
+        for (const std::string& r : st->renames) st->conv.overrides.renames.push_back(convert::parse_rename(r));
+        return cli::cmd_convert(st->conv);
+    }};
+}
+
+// info: a model's configuration, tokenizer, tensors, checksum.
+Command add_info(CLI::App& app) {
+    struct State {
+        std::string model;
+        int threads = 0;
+        bool json = false;
+    };
+    auto st = std::make_shared<State>();
     auto* i = app.add_subcommand("info", "print a model's configuration, tokenizer, tensors, checksum");
-    i->add_option("model,-m,--model", info_model, ".ember file, given once: as MODEL or as -m MODEL (as the other subcommands take it)")
+    i->add_option("model,-m,--model", st->model, ".ember file, given once: as MODEL or as -m MODEL (as the other subcommands take it)")
         ->required()
         ->check(cli::file_name_check());
-    int info_threads = 0;
-    cli::add_int_option_once(i, "--threads", info_threads, 0, 256, "threads the arena is planned for (0 = all cores)");
-    bool info_json = false;
-    i->add_flag("--json", info_json, "print one JSON object (the same facts)");
+    cli::add_int_option_once(i, "--threads", st->threads, 0, 256, "threads the arena is planned for (0 = all cores)");
+    i->add_flag("--json", st->json, "print one JSON object (the same facts)");
 
-    cli::GenerateArgs gen;
+    return {i, [st] { return cli::cmd_info(st->model, st->threads, st->json); }};
+}
+
+// generate: text streamed to stdout.
+Command add_generate(CLI::App& app) {
+    struct State {
+        cli::GenerateArgs gen;
+        GenOverrides over;
+    };
+    auto st = std::make_shared<State>();
+    cli::GenerateArgs& gen = st->gen;
     auto* g = app.add_subcommand("generate", "generate text, streamed to stdout");
     g->add_option("-m,--model", gen.model, ".ember file")->required()->check(cli::file_name_check());
     auto* prompt_opt = g->add_option("-p,--prompt", gen.prompt, "prompt text (default: start from the tokenizer's start id, as the lecture does)");
@@ -159,12 +185,12 @@ int main(int argc, char** argv) {
     g->add_flag("--skip-unknown", gen.skip_unknown, "drop prompt characters outside the model's vocabulary (and say how many on stderr)");
     g->add_flag("--stats", gen.stats, "print prefill and decode tokens/s and the time to first token on stderr");
     // The sampling options: runtime/gen_options.h's table, which the console's gen and set use too.
-    GenOverrides gen_over;
     for (const GenOptionSpec& spec : kGenOptions) {
         const GenOptionSpec* sp = &spec;
-        auto* o = g->add_option(spec.names, [sp, &gen_over](const CLI::results_t& values) {
+        GenOverrides* over = &st->over;
+        auto* o = g->add_option(spec.names, [sp, over](const CLI::results_t& values) {
             for (const std::string& v : values) {
-                const std::string bad = parse_gen_option(sp->id, v, gen_over);
+                const std::string bad = parse_gen_option(sp->id, v, *over);
                 if (!bad.empty()) throw CLI::ValidationError(bad);
             }
             return true;
@@ -181,7 +207,17 @@ int main(int argc, char** argv) {
     g->add_option("--adapter", gen.adapter, "LoRA adapter file (ember finetune), applied unmerged")->check(cli::file_name_check());
     add_load_flags(g, gen.load);
 
-    cli::EvalArgs ev;
+    return {g, [st] {
+        st->over.apply(st->gen.sampler, st->gen.n);
+        st->gen.stops = st->over.stops;
+        return cli::cmd_generate(st->gen);
+    }};
+}
+
+// eval: mean cross-entropy on a text.
+Command add_eval(CLI::App& app) {
+    auto st = std::make_shared<cli::EvalArgs>();
+    cli::EvalArgs& ev = *st;
     auto* e = app.add_subcommand("eval", "mean cross-entropy (nats/token) on a text");
     e->add_option("-m,--model", ev.model, ".ember file")->required()->check(cli::file_name_check());
     e->add_option("--text", ev.text, "UTF-8 text file (- = standard input)")->required()->check(cli::file_name_check());
@@ -193,19 +229,30 @@ int main(int argc, char** argv) {
     e->add_flag("--skip-unknown", ev.skip_unknown, "drop (and count) characters outside the model's vocabulary, as ember finetune does");
     add_load_flags(e, ev.load);
 
-    cli::FinetuneArgs ft;
+    return {e, [st] { return cli::cmd_eval(*st); }};
+}
+
+// finetune: LoRA fine-tuning on a text, or --merge an adapter.
+Command add_finetune(CLI::App& app) {
+    struct State {
+        cli::FinetuneArgs ft;
+        FinetuneOverrides over;
+        std::vector<CLI::Option*> training;  // the options only training uses (--merge refuses them)
+    };
+    auto st = std::make_shared<State>();
+    cli::FinetuneArgs& ft = st->ft;
     auto* ftc = app.add_subcommand("finetune", "LoRA fine-tuning on a text (the last 10% held out), or --merge an adapter");
     ftc->add_option("-m,--model", ft.model, ".ember file (frozen base)")->required()->check(cli::file_name_check());
     ftc->add_option("--text", ft.text, "UTF-8 training text")->check(cli::file_name_check());
     ftc->add_option("-o,--out", ft.out, "adapter file to write (with --merge: the new .ember)")->required();
     // The run's options: runtime/finetune_options.h's table, which the console's finetune uses too.
-    FinetuneOverrides ft_over;
     std::vector<CLI::Option*> settings, run_options;
     for (const FinetuneOptionSpec& spec : kFinetuneOptions) {
         const FinetuneOptionSpec* sp = &spec;
-        auto* o = ftc->add_option(spec.name, [sp, &ft_over](const CLI::results_t& values) {
+        FinetuneOverrides* over = &st->over;
+        auto* o = ftc->add_option(spec.name, [sp, over](const CLI::results_t& values) {
             for (const std::string& v : values) {  // each value checked, the last one kept (as the console does)
-                const std::string bad = parse_finetune_option(sp->id, v, ft_over);
+                const std::string bad = parse_finetune_option(sp->id, v, *over);
                 if (!bad.empty()) throw CLI::ValidationError(bad);
             }
             return true;
@@ -222,7 +269,23 @@ int main(int argc, char** argv) {
     ftc->add_flag("--merge", ft.merge, "fold --adapter into the weights, requantized to the base's dtype, written to -o");
     ftc->add_option("--adapter", ft.adapter, "with --merge: the adapter to fold in")->check(cli::file_name_check());
 
-    cli::BenchArgs be;
+    st->training.assign(settings.begin(), settings.end());
+    st->training.insert(st->training.end(), run_options.begin(), run_options.end());
+    for (const char* name : {"--skip-unknown", "--log-every", "--log"}) st->training.push_back(ftc->get_option(name));
+    return {ftc, [st] {
+        st->over.apply(st->ft.opts);
+        st->ft.settings_given = st->over.settings_given();
+        for (const CLI::Option* o : st->training) {
+            if (o->count() > 0 && st->ft.training_option.empty()) st->ft.training_option = o->get_name();
+        }
+        return cli::cmd_finetune(st->ft);
+    }};
+}
+
+// bench: prefill and decode tokens/s.
+Command add_bench(CLI::App& app) {
+    auto st = std::make_shared<cli::BenchArgs>();
+    cli::BenchArgs& be = *st;
     auto* b = app.add_subcommand("bench", "prefill and decode tokens/s");
     b->add_option("-m,--model", be.model, ".ember file")->required()->check(cli::file_name_check());
     cli::add_int_option_once(b, "--threads", be.threads, 0, kMaxThreads, "0 = all cores");
@@ -239,7 +302,13 @@ int main(int argc, char** argv) {
         ->check(CLI::IsMember({"all", "last"}));
     add_load_flags(b, be.load);
 
-    cli::FlashArgs fl;
+    return {b, [st] { return cli::cmd_bench(*st); }};
+}
+
+// flash: send a model to ember-console over a serial line.
+Command add_flash(CLI::App& app) {
+    auto st = std::make_shared<cli::FlashArgs>();
+    cli::FlashArgs& fl = *st;
     auto* f = app.add_subcommand("flash", "send a model to ember-console over a serial line");
     f->add_option("model,-m,--model", fl.model, ".ember file, given once: as MODEL or as -m MODEL (as the other subcommands take it)")
         ->required()
@@ -254,8 +323,33 @@ int main(int argc, char** argv) {
     cli::add_int_option_once(f, "--retries", fl.retries, 1, 1000, "sends of one frame before the link counts as lost");
     f->add_flag("--no-verify", fl.no_verify, "send without checking the file here first (the device still verifies)");
 
-    cli::AttnArgs at;
-    auto* atc = cli::add_attn_command(app, at);
+    return {f, [st] { return cli::cmd_flash(*st); }};
+}
+
+// attn: a layer's attention weights (cli/attn_cmd.h).
+Command add_attn(CLI::App& app) {
+    auto st = std::make_shared<cli::AttnArgs>();
+    return {cli::add_attn_command(app, *st), [st] { return cli::cmd_attn(*st); }};
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    ember::report_truncated_model_files();  // a model file truncated under its mapping: said, not only "Bus error"
+    // A file past `ulimit -f` is a failed write (EFBIG), said and cleaned up as a full disk
+    // is, not a kill by SIGXFSZ that left OUT.tmp-PID behind.
+    std::signal(SIGXFSZ, SIG_IGN);
+    cli::warn_bad_kernel_env("ember");
+    CLI::App app{"ember: small GPT language models on the edge"};
+    app.formatter(std::make_shared<cli::HelpFormatter>());
+    app.footer("Each subcommand's options: ember SUBCOMMAND --help. The device program, a serial console: ember-console --help.\n"
+               "The README has the whole reference.");
+    app.require_subcommand(1);
+    app.set_version_flag("--version", "ember " EMBER_VERSION_STRING " (.ember format versions 1 and 2)");
+
+    // In --help's order.
+    const std::vector<Command> commands = {add_convert(app), add_info(app),     add_generate(app), add_eval(app),
+                                           add_finetune(app), add_bench(app), add_flash(app),    add_attn(app)};
 
     for (CLI::App* sub : app.get_subcommands({})) sub->allow_extras();
     // The help to see: the subcommand's, when one was given.
@@ -287,35 +381,8 @@ int main(int argc, char** argv) {
     }
     auto run = [&]() -> int {
         try {
-            if (*c) {
-                conv.write.dtype = convert::parse_dtype(dtype);
-                conv.arch = convert::parse_arch(arch);
-                // Given at all, even as "": parsed (an empty value is refused, not the default).
-                if (scale_opt->count() > 0) conv.attention_scale = convert::parse_attention_scale(attention_scale);
-                if (act_opt->count() > 0) conv.activation = convert::parse_activation(activation);
-                for (const std::string& r : renames) conv.overrides.renames.push_back(convert::parse_rename(r));
-                return cli::cmd_convert(conv);
-            }
-            if (*i) return cli::cmd_info(info_model, info_threads, info_json);
-            if (*g) {
-                gen_over.apply(gen.sampler, gen.n);
-                gen.stops = gen_over.stops;
-                return cli::cmd_generate(gen);
-            }
-            if (*e) return cli::cmd_eval(ev);
-            if (*b) return cli::cmd_bench(be);
-            if (*f) return cli::cmd_flash(fl);
-            if (*atc) return cli::cmd_attn(at);
-            if (*ftc) {
-                ft_over.apply(ft.opts);
-                ft.settings_given = ft_over.settings_given();
-                std::vector<const CLI::Option*> training(settings.begin(), settings.end());
-                training.insert(training.end(), run_options.begin(), run_options.end());
-                for (const char* name : {"--skip-unknown", "--log-every", "--log"}) training.push_back(ftc->get_option(name));
-                for (const CLI::Option* o : training) {
-                    if (o->count() > 0 && ft.training_option.empty()) ft.training_option = o->get_name();
-                }
-                return cli::cmd_finetune(ft);
+            for (const Command& cmd : commands) {
+                if (*cmd.app) return cmd.run();
             }
         } catch (const Error& err) {
             std::fflush(stdout);
