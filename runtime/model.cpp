@@ -310,6 +310,14 @@ std::string Model::provenance() const {
 
 void Model::verify_and_view(bool require_checksum) {
     const std::string f = printable(path_, 200);
+    const fb::Model* fm = verify_index(f);
+    verify_data_section(fm, f, require_checksum);
+    read_config(fm, f);
+    read_tokenizer(fm, f);
+    build_views(read_tensors(fm, f));
+}
+
+const fb::Model* Model::verify_index(const std::string& f) {
     uint32_t fb_size = 0;
     std::memcpy(&fb_size, base_, 4);
     if (std::memcmp(base_, "PK\x03\x04", 4) == 0) {
@@ -335,7 +343,12 @@ void Model::verify_and_view(bool require_checksum) {
              kFormatVersion, ")");
     }
 
-    // Data section.
+    return fm;
+}
+
+void Model::verify_data_section(const fb::Model* fm, const std::string& f, bool require_checksum) {
+    uint32_t fb_size = 0;
+    std::memcpy(&fb_size, base_, 4);  // verify_index checked it
     const uint64_t data_off = fm->data_offset();
     const uint64_t data_size = fm->data_size();
     if (data_off % kDataAlignment != 0) fail(f, ": data_offset ", data_off, " is not a multiple of ", kDataAlignment);
@@ -360,13 +373,16 @@ void Model::verify_and_view(bool require_checksum) {
         fail(f, ": ", size_ - data_off - data_size, " bytes follow the data section, which ends at byte ", data_off + data_size,
              " (something was appended to the file)");
     }
-    const uint8_t* data = base_ + data_off;
-    checksum_ = hash_data(data, data_size);
+    data_ = base_ + data_off;
+    data_size_ = data_size;
+    checksum_ = hash_data(data_, data_size);
     stored_checksum_ = fm->data_xxh64();
     checksum_ok_ = checksum_ == stored_checksum_;
     if (!checksum_ok_ && require_checksum) fail(f, ": ", checksum_mismatch());
 
-    // Configuration.
+}
+
+void Model::read_config(const fb::Model* fm, const std::string& f) {
     const fb::Config* c = fm->config();
     auto dim = [&](const char* name, uint32_t v, uint64_t max) -> int {
         if (v == 0 || v > max) fail(f, ": config.", name, " = ", v, " is out of range [1, ", max, "]");
@@ -416,7 +432,12 @@ void Model::verify_and_view(bool require_checksum) {
         }
     }
 
-    // Tokenizer.
+}
+
+void Model::read_tokenizer(const fb::Model* fm, const std::string& f) {
+    const fb::Config* c = fm->config();
+    ModelConfig& cfg = config_;
+    const uint64_t V = cfg.vocab_size;
     const fb::Tokenizer* tok = fm->tokenizer();
     const bool v1 = format_version_ == kFormatVersionChar;
     if (v1 && (cfg.arch == Arch::HfGpt2 || tok->kind() != fb::TokenizerKind::Char || c->tokenizer_size() != 0)) {
@@ -461,16 +482,17 @@ void Model::verify_and_view(bool require_checksum) {
         fail(f, ": config.tokenizer_size ", c->tokenizer_size(), " but the tokenizer holds ", n_tok, " entries");
     }
     cfg.tokenizer_size = static_cast<int>(n_tok);
+}
 
-    // Tensors: what the configuration expects (the table of runtime/tensors.h).
+std::map<std::string, kernels::WeightView> Model::read_tensors(const fb::Model* fm, const std::string& f) {
+    const ModelConfig& cfg = config_;
+    const uint8_t* data = data_;
+    const uint64_t data_size = data_size_;
+    // What the configuration expects (the table of runtime/tensors.h).
     const std::vector<CanonicalEntry> canonical = canonical_tensors(cfg);
     std::map<std::string, const CanonicalEntry*> expected;
     for (const CanonicalEntry& e : canonical) expected[e.name] = &e;
-
-    struct Found {
-        kernels::WeightView view;
-    };
-    std::map<std::string, Found> found;
+    std::map<std::string, kernels::WeightView> found;
     for (const fb::Tensor* t : *fm->tensors()) {
         const std::string raw_name = t->name()->str();
         const std::string name = printable(raw_name);
@@ -531,7 +553,7 @@ void Model::verify_and_view(bool require_checksum) {
             if (bad < n) fail(f, ": tensor '", name, "' element ", bad, " is not a finite number");
             drop_pages(v.data, t->data_size());
         }
-        found[name] = {v};
+        found[name] = v;
         std::vector<uint32_t> shape32(shape.begin(), shape.end());
         tensors_.push_back({name, shape32, wtype_of(dt), dt == fb::DType::I8 ? t->group_size() : 0, bytes});
     }
@@ -539,14 +561,19 @@ void Model::verify_and_view(bool require_checksum) {
         if (e.required && !found.count(e.name)) fail(f, ": required tensor '", e.name, "' is missing");
     }
 
+    return found;
+}
+
+void Model::build_views(const std::map<std::string, kernels::WeightView>& found) {
+    const ModelConfig& cfg = config_;
     // The views, in the table's order; an absent bias stays nullptr, a tied lm_head is wte.
     ModelWeights& w = weights_;
     w.layers.resize(cfg.n_layer);
     for_each_weight(w, cfg, [&](const CanonicalEntry& e, WeightSlot slot) {
         auto it = found.find(e.name);
         if (it == found.end()) return;
-        if (slot.mat) *slot.mat = it->second.view;
-        if (slot.vec) *slot.vec = static_cast<const float*>(it->second.view.data);
+        if (slot.mat) *slot.mat = it->second;
+        if (slot.vec) *slot.vec = static_cast<const float*>(it->second.data);
     });
     if (cfg.tied_lm_head) w.lm_head = w.wte;
     // Whether decode reads the weights from cache: the int8 kernels' hint (weights.h).

@@ -12,6 +12,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -21,6 +22,10 @@
 #include "runtime/bpe.h"
 
 namespace ember {
+
+namespace fb {
+struct Model;  // schema/ember.fbs's root table (ember_generated.h)
+}
 
 // The newest .ember format this ember reads; version 1 files (char tokenizer) still load, and
 // the converter writes version 1 unless the file needs version 2 (schema/ember.fbs).
@@ -178,12 +183,29 @@ public:
 
 private:
     Model() = default;
+    // Checks every byte a model's file holds before anything reads it (the trust boundary), in
+    // the file's order; each step throws ember::Error naming the file (f, printable) and what.
     void verify_and_view(bool require_checksum);
+    // The size prefix, the identifier, the FlatBuffers verifier, format_version: the index.
+    const fb::Model* verify_index(const std::string& f);
+    // The data section's place, the zeros before it, nothing after it, its checksum.
+    void verify_data_section(const fb::Model* fm, const std::string& f, bool require_checksum);
+    // config_ from the index: each field's range and the products that size buffers.
+    void read_config(const fb::Model* fm, const std::string& f);
+    // code_points_ or bpe_, against config_.vocab_size.
+    void read_tokenizer(const fb::Model* fm, const std::string& f);
+    // Each tensor against the configuration's table (runtime/tensors.h): name, shape, dtype,
+    // byte ranges, finite values and scales; fills tensors_, returns the views by name.
+    std::map<std::string, kernels::WeightView> read_tensors(const fb::Model* fm, const std::string& f);
+    // weights_ from the views, in the table's order; the int8 kernels' cache hint.
+    void build_views(const std::map<std::string, kernels::WeightView>& found);
     uint64_t hash_data(const uint8_t* data, uint64_t size) const;  // XXH64, seed 0
     void drop_pages(const void* p, uint64_t n) const;  // drop_checked_: madvise(MADV_DONTNEED)
 
     std::string path_;
     const uint8_t* base_ = nullptr;
+    const uint8_t* data_ = nullptr;  // the data section (verify_data_section)
+    uint64_t data_size_ = 0;
     size_t size_ = 0;
     bool mapped_ = false;  // base_ is our mmap (open), not the caller's bytes (open_memory)
     bool anonymous_ = false;  // that mmap is anonymous memory the file was read into
