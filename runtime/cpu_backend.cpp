@@ -11,6 +11,7 @@
 #include "kernels/cpu/layernorm.h"
 #include "kernels/cpu/lora.h"
 #include "runtime/arena.h"
+#include "runtime/block.h"
 #include "runtime/error.h"
 #include "runtime/utf8.h"
 
@@ -151,7 +152,7 @@ const float* CpuBackend::forward(const int* ids, int T, int pos0, int row0, int 
 const float* CpuBackend::forward_pass(const int* ids, int T, int pos0, int row0, int n_keys0, bool all_rows, int tap_row0) {
     const ModelConfig& c = model_.config();
     const ModelWeights& w = model_.weights();
-    const int C = c.n_embd, F = c.ffn_hidden, S = c.block_size;
+    const int C = c.n_embd;
     float* x = buf<float>(plan_.x);
     float* xn = buf<float>(plan_.xn);
     float* qkv = buf<float>(plan_.qkv);
@@ -167,60 +168,21 @@ const float* CpuBackend::forward_pass(const int* ids, int T, int pos0, int row0,
         kernels::dequantize_row(w.wpe, pos0 + t, tmp);
         for (int i = 0; i < C; ++i) xt[i] += tmp[i];
     }
-    auto add = [&](float* dst, const float* src, size_t n) {
-        for (size_t i = 0; i < n; ++i) dst[i] += src[i];
-    };
-    const size_t TC = static_cast<size_t>(T) * C;
+    // One buffer per kind, in place (runtime/block.h).
+    BlockBuffers io;
+    io.x_in = io.x_mid = io.x_out = x;
+    io.xn1 = io.xn2 = xn;
+    io.qkv = qkv;
+    io.att = att;
+    io.hpre = io.hact = hidden;
+    io.tmp = tmp;
     for (int l = 0; l < c.n_layer; ++l) {
-        const LayerWeights& L = w.layers[l];
-        kernels::layernorm(x, T, C, L.ln_1_w, L.ln_1_b, c.ln_eps, xn, pool_);
-        kernels::linear(xn, T, L.qkv, L.qkv_b, qkv, scratch, pool_);
-        add_lora(l, LoraTarget::Qkv, xn, T, qkv);
-        if (l == tap_layer_) {
-            if (tap_row0 + T > tap_rows_) fail("cpu: the qkv tap of layer ", l, " holds ", tap_rows_, " rows, the forward has ", tap_row0 + T);
-            std::memcpy(tap_dst_ + static_cast<size_t>(tap_row0) * 3 * C, qkv, static_cast<size_t>(T) * 3 * C * sizeof(float));
-        }
-        kernels::AttentionShape as;
-        as.T = T;
-        as.n_head = c.n_head;
-        as.head_size = c.head_size();
-        as.n_keys0 = n_keys0;
-        as.ldq = 3 * C;
-        as.scale = c.attn_scale;
-        const int hs = as.head_size;
-        as.kv_row = hs;  // the cache is head-major: [n_head, S, head_size] per layer
-        as.kv_head = static_cast<size_t>(S) * hs;
-        // the new K and V rows into the cache (rounded to binary16 for an f16 cache), then attention
-        const size_t layer_off = static_cast<size_t>(l) * S * C;
-        // store(src, dst, n) writes n floats of one head's K or V row into the cache, of either element type
-        auto store_then_attend = [&](auto* kc, auto* vc, auto store) {
-            for (int t = 0; t < T; ++t) {
-                const float* row = qkv + static_cast<size_t>(t) * 3 * C;
-                for (int h = 0; h < c.n_head; ++h) {
-                    const size_t at = h * as.kv_head + static_cast<size_t>(row0 + t) * hs;
-                    store(row + C + h * hs, kc + at, hs);
-                    store(row + 2 * C + h * hs, vc + at, hs);
-                }
-            }
-            kernels::attention(qkv, kc, vc, as, att, buf<float>(plan_.scores), kernels::kAttentionQueryBlock * S, pool_);
+        auto linear = [&](LoraTarget t, const float* in, const kernels::WeightView& wv, const float* bias, float* out) {
+            kernels::linear(in, T, wv, bias, out, scratch, pool_);
+            add_lora(l, t, in, T, out);
         };
-        if (plan_.kv == KvDType::F16) {
-            store_then_attend(buf<uint16_t>(plan_.k_cache) + layer_off, buf<uint16_t>(plan_.v_cache) + layer_off,
-                              [](const float* src, uint16_t* dst, int n) { kernels::kv_round_f16(src, dst, n); });
-        } else {
-            store_then_attend(buf<float>(plan_.k_cache) + layer_off, buf<float>(plan_.v_cache) + layer_off,
-                              [](const float* src, float* dst, int n) { std::memcpy(dst, src, n * sizeof(float)); });
-        }
-        kernels::linear(att, T, L.proj, L.proj_b, tmp, scratch, pool_);
-        add_lora(l, LoraTarget::Proj, att, T, tmp);
-        add(x, tmp, TC);
-        kernels::layernorm(x, T, C, L.ln_2_w, L.ln_2_b, c.ln_eps, xn, pool_);
-        kernels::linear(xn, T, L.fc, L.fc_b, hidden, scratch, pool_);
-        add_lora(l, LoraTarget::Fc, xn, T, hidden);
-        kernels::activation(c.activation, hidden, T, F, pool_);
-        kernels::linear(hidden, T, L.fc2, L.fc2_b, tmp, scratch, pool_);
-        add_lora(l, LoraTarget::Fc2, hidden, T, tmp);
-        add(x, tmp, TC);
+        auto attend = [&](const float* qkv_rows, float* att_rows) { attend_and_cache(l, qkv_rows, T, row0, n_keys0, tap_row0, att_rows); };
+        block_forward(w.layers[l], c, T, io, linear, attend, pool_);
     }
     float* logits = buf<float>(plan_.logits);
     if (all_rows) {
@@ -231,6 +193,46 @@ const float* CpuBackend::forward_pass(const int* ids, int T, int pos0, int row0,
         kernels::linear(xn, 1, w.lm_head, w.lm_head_b, logits, scratch, pool_);
     }
     return logits;
+}
+
+void CpuBackend::attend_and_cache(int l, const float* qkv, int T, int row0, int n_keys0, int tap_row0, float* att) {
+    const ModelConfig& c = model_.config();
+    const int C = c.n_embd, S = c.block_size;
+    if (l == tap_layer_) {
+        if (tap_row0 + T > tap_rows_) fail("cpu: the qkv tap of layer ", l, " holds ", tap_rows_, " rows, the forward has ", tap_row0 + T);
+        std::memcpy(tap_dst_ + static_cast<size_t>(tap_row0) * 3 * C, qkv, static_cast<size_t>(T) * 3 * C * sizeof(float));
+    }
+    kernels::AttentionShape as;
+    as.T = T;
+    as.n_head = c.n_head;
+    as.head_size = c.head_size();
+    as.n_keys0 = n_keys0;
+    as.ldq = 3 * C;
+    as.scale = c.attn_scale;
+    const int hs = as.head_size;
+    as.kv_row = hs;  // the cache is head-major: [n_head, S, head_size] per layer
+    as.kv_head = static_cast<size_t>(S) * hs;
+    // the new K and V rows into the cache (rounded to binary16 for an f16 cache), then attention
+    const size_t layer_off = static_cast<size_t>(l) * S * C;
+    // store(src, dst, n) writes n floats of one head's K or V row into the cache, of either element type
+    auto store_then_attend = [&](auto* kc, auto* vc, auto store) {
+        for (int t = 0; t < T; ++t) {
+            const float* row = qkv + static_cast<size_t>(t) * 3 * C;
+            for (int h = 0; h < c.n_head; ++h) {
+                const size_t at = h * as.kv_head + static_cast<size_t>(row0 + t) * hs;
+                store(row + C + h * hs, kc + at, hs);
+                store(row + 2 * C + h * hs, vc + at, hs);
+            }
+        }
+        kernels::attention(qkv, kc, vc, as, att, buf<float>(plan_.scores), kernels::kAttentionQueryBlock * S, pool_);
+    };
+    if (plan_.kv == KvDType::F16) {
+        store_then_attend(buf<uint16_t>(plan_.k_cache) + layer_off, buf<uint16_t>(plan_.v_cache) + layer_off,
+                          [](const float* src, uint16_t* dst, int n) { kernels::kv_round_f16(src, dst, n); });
+    } else {
+        store_then_attend(buf<float>(plan_.k_cache) + layer_off, buf<float>(plan_.v_cache) + layer_off,
+                          [](const float* src, float* dst, int n) { std::memcpy(dst, src, n * sizeof(float)); });
+    }
 }
 
 void CpuBackend::set_qkv_tap(int layer, float* dst, int max_rows) {

@@ -98,6 +98,10 @@ private:
     const float* forward_pass(const int* ids, int T, int pos0, int row0, int n_keys0, bool all_rows, int tap_row0);
     // y [T, out] += adapter's scale * B (A x) for target t of layer l (no-op without adapter).
     void add_lora(int layer, LoraTarget t, const float* x, int T, float* y);
+    // Layer l's attention for the block (runtime/block.h): the T new K and V rows of qkv
+    // [T, 3C] into the KV cache at rows row0.., then att [T, C] over n_keys0.. keys per query;
+    // the qkv tap's copy first.
+    void attend_and_cache(int l, const float* qkv, int T, int row0, int n_keys0, int tap_row0, float* att);
     template <typename T>
     T* buf(size_t off) const { return reinterpret_cast<T*>(arena_ + off); }
 

@@ -20,6 +20,7 @@
 #include "kernels/cpu/linear.h"
 #include "kernels/cpu/lora.h"
 #include "runtime/arena.h"
+#include "runtime/block.h"
 #include "runtime/cpu_backend.h"
 #include "runtime/error.h"
 #include "runtime/eval.h"
@@ -150,10 +151,6 @@ double Trainer::forward(const int* x, const int* y, bool backward) {
         s.scale = adapter_.scale();
         return s;
     };
-    auto adapted = [&](int l, LoraTarget t, const float* in, const kernels::WeightView& wv, const float* bias, float* out) {
-        kernels::linear(in, M, wv, bias, out, scratch, pool_);
-        kernels::lora_forward(in, adapter_.A(l, t), adapter_.B(l, t), shape_of(t), u_of(l, t), out, pool_);
-    };
 
     // x = wte[ids] + wpe[t]
     for (int i = 0; i < M; ++i) {
@@ -170,34 +167,34 @@ double Trainer::forward(const int* x, const int* y, bool backward) {
     as.ldq = 3 * C;
     as.scale = c.attn_scale;
     for (int l = 0; l < L; ++l) {
-        const LayerWeights& Lw = w.layers[l];
-        const float* xin = X + l * MC;
-        float* xn1 = XN1 + l * MC;
-        float* qkv = QKV + l * MC * 3;
-        float* att = ATT + l * MC;
-        float* xmid = XMID + l * MC;
-        float* xn2 = XN2 + l * MC;
-        float* hpre = HPRE + l * MF;
-        float* hact = HACT + l * MF;
-        float* xout = X + (l + 1) * MC;
-        kernels::layernorm(xin, M, C, Lw.ln_1_w, Lw.ln_1_b, c.ln_eps, xn1, pool_);
-        adapted(l, LoraTarget::Qkv, xn1, Lw.qkv, Lw.qkv_b, qkv);
-        for (int b = 0; b < B_; ++b) {
-            const float* qb = qkv + static_cast<size_t>(b) * T * 3 * C;
-            for (int t = 0; t < T; ++t) {
-                std::memcpy(kc + static_cast<size_t>(t) * C, qb + static_cast<size_t>(t) * 3 * C + C, C * sizeof(float));
-                std::memcpy(vc + static_cast<size_t>(t) * C, qb + static_cast<size_t>(t) * 3 * C + 2 * C, C * sizeof(float));
+        // Every layer's activations kept for the backward (runtime/block.h).
+        BlockBuffers io;
+        io.x_in = X + l * MC;
+        io.xn1 = XN1 + l * MC;
+        io.qkv = QKV + l * MC * 3;
+        io.att = ATT + l * MC;
+        io.x_mid = XMID + l * MC;
+        io.xn2 = XN2 + l * MC;
+        io.hpre = HPRE + l * MF;
+        io.hact = HACT + l * MF;
+        io.tmp = tmp;
+        io.x_out = X + (l + 1) * MC;
+        auto adapted = [&](LoraTarget t, const float* in, const kernels::WeightView& wv, const float* bias, float* out) {
+            kernels::linear(in, M, wv, bias, out, scratch, pool_);
+            kernels::lora_forward(in, adapter_.A(l, t), adapter_.B(l, t), shape_of(t), u_of(l, t), out, pool_);
+        };
+        // Each sequence of the batch attends within itself; K and V stay in f32.
+        auto attend = [&](const float* qkv, float* att) {
+            for (int b = 0; b < B_; ++b) {
+                const float* qb = qkv + static_cast<size_t>(b) * T * 3 * C;
+                for (int t = 0; t < T; ++t) {
+                    std::memcpy(kc + static_cast<size_t>(t) * C, qb + static_cast<size_t>(t) * 3 * C + C, C * sizeof(float));
+                    std::memcpy(vc + static_cast<size_t>(t) * C, qb + static_cast<size_t>(t) * 3 * C + 2 * C, C * sizeof(float));
+                }
+                kernels::attention(qb, kc, vc, as, att + static_cast<size_t>(b) * T * C, buf<float>(plan_.scores), 2 * T, pool_);
             }
-            kernels::attention(qb, kc, vc, as, att + static_cast<size_t>(b) * T * C, buf<float>(plan_.scores), 2 * T, pool_);
-        }
-        adapted(l, LoraTarget::Proj, att, Lw.proj, Lw.proj_b, tmp);
-        for (size_t i = 0; i < MC; ++i) xmid[i] = xin[i] + tmp[i];
-        kernels::layernorm(xmid, M, C, Lw.ln_2_w, Lw.ln_2_b, c.ln_eps, xn2, pool_);
-        adapted(l, LoraTarget::Fc, xn2, Lw.fc, Lw.fc_b, hpre);
-        std::memcpy(hact, hpre, MF * sizeof(float));
-        kernels::activation(c.activation, hact, M, F, pool_);
-        adapted(l, LoraTarget::Fc2, hact, Lw.fc2, Lw.fc2_b, tmp);
-        for (size_t i = 0; i < MC; ++i) xout[i] = xmid[i] + tmp[i];
+        };
+        block_forward(w.layers[l], c, M, io, adapted, attend, pool_);
     }
     const float* xlast = X + L * MC;
     kernels::layernorm(xlast, M, C, w.ln_f_w, w.ln_f_b, c.ln_eps, xnf, pool_);

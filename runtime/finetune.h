@@ -4,11 +4,11 @@
 // Dimension letters: B batch, T sequence length (<= block_size), M = B * T rows, C n_embd,
 // F ffn_hidden, V vocab_size, L n_layer, r LoRA rank, P LoRA values.
 //
-// The training forward repeats the CPU backend's forward (CpuBackend::forward_pass,
-// runtime/cpu_backend.cpp) on M rows: the same kernels (int8 bases quantize activations to
-// int8 exactly as generation does), f32 activations, saved per layer for the backward, and K
-// and V kept in f32 (inference's default f16 KV cache rounds them; tests/test_lora.cpp
-// compares the two with an f32 cache). The backward reaches the LoRA values
+// The training forward runs the inference forward's block (runtime/block.h, which
+// CpuBackend::forward_pass runs too) on M rows: the same kernels (int8 bases quantize
+// activations to int8 exactly as generation does), f32 activations, saved per layer for the
+// backward, and K and V kept in f32 (inference's default f16 KV cache rounds them;
+// tests/test_lora.cpp compares the two with an f32 cache). The backward reaches the LoRA values
 // through cross-entropy, lm_head, ln_f, every block's residual stream, LayerNorm, causal
 // attention, ReLU/GELU and the frozen linears (input gradient, weights dequantized a row at
 // a time). Base weights, biases and embeddings receive no gradient.
