@@ -1,5 +1,6 @@
 #include "cli/attn_cmd.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -46,12 +47,21 @@ std::vector<std::vector<float>> matrix(const AttentionWeights& w, int h) {
     return m;
 }
 
-// Whether path names the file that standard output writes to (/dev/stdout, /proc/self/fd/1,
-// or the file `> F` sent it to): false when either cannot be looked at.
-bool is_stdout(const std::string& path) {
+// Whether path names the file that descriptor fd writes to (/dev/stdout, /proc/self/fd/1, or
+// the file `> F` sent it to, for fd 1): false when either cannot be looked at.
+bool is_fd(const std::string& path, int fd) {
     struct stat file {}, out {};
-    return ::stat(path.c_str(), &file) == 0 && ::fstat(STDOUT_FILENO, &out) == 0 && file.st_dev == out.st_dev &&
-           file.st_ino == out.st_ino;
+    return ::stat(path.c_str(), &file) == 0 && ::fstat(fd, &out) == 0 && file.st_dev == out.st_dev && file.st_ino == out.st_ino;
+}
+
+// Whether path is a terminal (/dev/tty, /dev/pts/N, a console): opened without becoming the
+// controlling terminal, and closed.
+bool is_terminal(const std::string& path) {
+    const int fd = ::open(path.c_str(), O_WRONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+    if (fd < 0) return false;
+    const bool tty = ::isatty(fd) == 1;
+    ::close(fd);
+    return tty;
 }
 
 }  // namespace
@@ -67,9 +77,13 @@ int cmd_attn(const AttnArgs& a) {
             output_target(a.png, "--png");  // a new file: its folder must be there and writable
         } else if (S_ISDIR(st.st_mode)) {
             fail("--png ", printable(a.png, 200), " is a folder: choose a file");
+        } else if (S_ISREG(st.st_mode) && !is_fd(a.png, STDOUT_FILENO)) {
+            output_target(a.png, "--png");  // a read-only file: refused as -o is (standard output is written as it is)
+        } else if (S_ISCHR(st.st_mode) && is_terminal(a.png)) {
+            fail("--png ", printable(a.png, 200), " is a terminal: a PNG is binary; give a file, or pipe it (--png /dev/stdout | display)");
         }
         // A picture sent to standard output is the output: JSON after it would spoil it.
-        if (a.json && is_stdout(a.png))
+        if (a.json && is_fd(a.png, STDOUT_FILENO))
             fail("--png ", printable(a.png, 200), " is standard output, where --json goes too: give --png a file, or drop --json");
     }
     auto model = Model::open(a.model, a.load);
@@ -90,11 +104,14 @@ int cmd_attn(const AttnArgs& a) {
         if (a.head < 0 || h == a.head) heads.push_back(h);
 
     if (!a.png.empty()) {
-        // Looked at before the write: the picture replaces a regular file with a new one.
-        const bool png_is_stdout = is_stdout(a.png);
-        write_attention_png(a.png, w, heads, labels);
-        std::fprintf(stderr, "wrote %s%s\n", printable(a.png, 200).c_str(),
-                     png_is_stdout ? " (standard output: the text is not printed after the picture)" : "");
+        // Standard output gets the bytes through descriptor 1 itself (`>>` appends, a socket
+        // takes them), and then nothing else; standard error, no `wrote` line after them.
+        const bool png_is_stdout = is_fd(a.png, STDOUT_FILENO), png_is_stderr = is_fd(a.png, STDERR_FILENO);
+        write_attention_png(a.png, w, heads, labels, png_is_stdout);
+        if (!png_is_stderr) {
+            std::fprintf(stderr, "wrote %s%s\n", printable(a.png, 200).c_str(),
+                         png_is_stdout ? " (standard output: the text is not printed after the picture)" : "");
+        }
         if (png_is_stdout) return 0;
     }
     if (a.json) {

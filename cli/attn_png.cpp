@@ -160,16 +160,10 @@ void write_file(const std::string& path, const std::vector<uint8_t>& bytes) {
         if (::close(fd) != 0 || !ok) fail("cannot write ", f, ": ", std::strerror(ok ? errno : e));
         return;
     }
-    // An existing file: written only if it may be (a rename would replace a read-only one), and
-    // through a link into its target (the rename would replace the link).
-    std::string target = path;
-    if (::stat(path.c_str(), &st) == 0) {
-        if (::access(path.c_str(), W_OK) != 0) fail("cannot write ", f, ": ", std::strerror(errno));
-        char* real = ::realpath(path.c_str(), nullptr);
-        if (!real) fail("cannot write ", f, ": ", std::strerror(errno));
-        target = real;
-        std::free(real);
-    }
+    // An existing file: written only if it may be (a rename would replace a read-only one, and
+    // root passes access()), and through a link into its target (the rename would replace the
+    // link): output_target, as -o is.
+    const std::string target = ::stat(path.c_str(), &st) == 0 ? output_target(path, "--png") : path;
     const std::string tmp = target + ".tmp-" + std::to_string(::getpid());
     const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     // Named: the file itself may be there and writable (/proc/version said "No such file").
@@ -194,7 +188,7 @@ void write_file(const std::string& path, const std::vector<uint8_t>& bytes) {
 }  // namespace
 
 void write_attention_png(const std::string& path, const AttentionWeights& w, const std::vector<int>& heads,
-                         const std::vector<std::string>& labels) {
+                         const std::vector<std::string>& labels, bool to_stdout) {
     if (static_cast<int>(labels.size()) != w.T) fail("attention png: ", labels.size(), " labels for ", w.T, " tokens");
     if (heads.empty()) fail("attention png: no head to draw");
     for (int h : heads)
@@ -224,7 +218,8 @@ void write_attention_png(const std::string& path, const AttentionWeights& w, con
     if (!png_image_write_to_memory(&img, bytes.data(), &size, 0, cv.data(), cv.width() * 3, nullptr))
         fail("attention png: cannot encode ", printable(path, 200), ": ", img.message);
     bytes.resize(size);
-    write_file(path, bytes);
+    if (!to_stdout) return write_file(path, bytes);
+    if (!write_fully(STDOUT_FILENO, bytes.data(), bytes.size())) fail("cannot write ", printable(path, 200), ": ", std::strerror(errno));
 }
 
 }  // namespace ember::cli

@@ -16,9 +16,11 @@
 
 namespace ember::cli {
 
-// heads: indices into w (each in [0, n_head)); labels [T] (token_label). Throws ember::Error
-// naming the path when the file cannot be written (libpng's message).
+// heads: indices into w (each in [0, n_head)); labels [T] (token_label). to_stdout: path is
+// standard output (cmd_attn found it so): the bytes go to file descriptor 1 as they are, which
+// keeps `>>`'s appending and works on a socket. Throws ember::Error naming the path when the
+// file cannot be written (libpng's message).
 void write_attention_png(const std::string& path, const AttentionWeights& w, const std::vector<int>& heads,
-                         const std::vector<std::string>& labels);
+                         const std::vector<std::string>& labels, bool to_stdout = false);
 
 }  // namespace ember::cli

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <memory>
@@ -247,9 +248,11 @@ TEST_CASE("ember attn: --json equals the probe, text, --png a grid of heads, ref
     REQUIRE(r.status == 0);
     CHECK(r.err == "wrote " + dir.path() + "/\\x0a.png\n");
     // A file that may be written in a folder that takes no new file: the temporary is named (for
-    // /proc/version it said "No such file or directory" of a file that is there). Root writes
-    // any folder, so as root /proc (no new files), else a read-only folder.
-    std::string target = "/proc/version";
+    // /proc/version it said "No such file or directory" of a file that is there; it is 0444, and
+    // now refused as read-only, as -o refuses it). Root writes any folder, so as root a writable
+    // file in /proc/sys (no new files there), else a read-only folder.
+    test::check_refused(test::ember_cli(base + " --png /proc/version", dir), "--png /proc/version exists and is read-only");
+    std::string target = "/proc/sys/kernel/hostname";
     if (::access(target.c_str(), W_OK) != 0) {
         REQUIRE(::mkdir(dir.file("ro").c_str(), 0755) == 0);
         target = dir.file("ro/x.png");
@@ -325,6 +328,32 @@ TEST_CASE("ember attn --png /dev/stdout: the picture alone on a pipe, and --json
     const auto t = test::ember_cli(base + " --png " + test::q(dir.file("b.png")), dir);
     REQUIRE(t.status == 0);
     CHECK(t.out.find("head 0") != std::string::npos);
+
+    // Standard output appended to (>>): the picture follows what the file held (it replaced
+    // the file by a rename, losing its lines).
+    const std::string log = dir.file("app.log");
+    test::write_file(log, "earlier line\n");
+    const std::string append = test::program_cmd(EMBER_CLI) + " " + base + " --png /dev/stdout >> " + test::q(log) + " 2>/dev/null </dev/null";
+    REQUIRE(std::system(append.c_str()) == 0);
+    const std::string appended = test::read_file(log);
+    CHECK(appended.compare(0, 13, "earlier line\n") == 0);
+    CHECK(appended.substr(13) == out);  // the same picture as on the pipe
+
+    // Standard error as FILE (a pipe here): the picture alone, no `wrote` line after it.
+    const std::string to_err = test::program_cmd(EMBER_CLI) + " " + base + " --png /dev/stderr 2>&1 >/dev/null </dev/null";
+    FILE* err_pipe = ::popen(to_err.c_str(), "r");
+    REQUIRE(err_pipe != nullptr);
+    std::string err_out;
+    for (size_t got; (got = std::fread(buf, 1, sizeof buf, err_pipe)) > 0;) err_out.append(buf, got);
+    CHECK(::pclose(err_pipe) == 0);
+    CHECK(err_out == out);
+
+    // A read-only picture: refused before the model is read, as -o refuses one (root passed).
+    const std::string ro = dir.file("ro.png");
+    test::write_file(ro, "old");
+    REQUIRE(::chmod(ro.c_str(), 0444) == 0);
+    test::check_refused(test::ember_cli(base + " --png " + test::q(ro), dir), "--png " + ro + " exists and is read-only");
+    CHECK(test::read_file(ro) == "old");
 }
 
 TEST_CASE("cpu backend: the qkv tap copies one layer's rows and leaves the forward as it is, and bad taps are refused") {
