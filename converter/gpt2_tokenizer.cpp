@@ -122,9 +122,11 @@ nlohmann::json parse_json(const std::string& path, const std::string& what) {
     return parse_json_text(read_text_file(path, kMaxFileBytes), what);
 }
 
-// The first byte of text that is not JSON whitespace, or 0 where there is none.
+// The first byte of text that is not JSON whitespace (after a UTF-8 byte-order mark, which
+// the JSON parser skips too), or 0 where there is none.
 char first_non_space(const std::string& text) {
-    const size_t first = text.find_first_not_of(" \t\r\n");
+    const size_t from = text.compare(0, 3, "\xEF\xBB\xBF") == 0 ? 3 : 0;
+    const size_t first = text.find_first_not_of(" \t\r\n", from);
     return first == std::string::npos ? '\0' : text[first];
 }
 
@@ -190,6 +192,9 @@ BpeData read_tokenizer_json(const nlohmann::json& j, const std::string& w) {
             fail(where, ": a merge is \"A B\" or [\"A\", \"B\"], not a JSON ", e.type_name());
         }
     }
+    if (merges.empty() && m["vocab"].size() > 256) {
+        fail(w, ": model.merges is empty, but model.vocab has ", m["vocab"].size(), " tokens: those past the 256 bytes could never be made");
+    }
     // added_tokens: already in the vocabulary under the same id, or the next ids (raw text).
     std::vector<std::string> added;
     if (j.contains("added_tokens") && !j["added_tokens"].is_null()) {
@@ -243,8 +248,12 @@ BpeData read_gpt2_tokenizer(const std::vector<std::string>& files) {
         const TokenizerFile t = read_tokenizer_file(files[0]);
         if (t.tokenizer) return read_tokenizer_json(*t.json, printable(files[0], 200));
         const char first = first_non_space(t.text);
-        fail(printable(files[0], 200), first == '\0' ? ": an empty file" : first == '{' ? ": a JSON object without a \"model\" object" : ": not JSON",
-             ", not a tokenizers tokenizer.json; --tokenizer takes a tokenizer.json, GPT-2's encoder.json and vocab.bpe (or vocab.json and merges.txt) together, or a folder holding them");
+        const char* what = t.text.empty()                            ? ": an empty file"
+                           : first == '\0'                           ? ": only whitespace"
+                           : first == '{'                            ? ": a JSON object without a \"model\" object"
+                           : nlohmann::json::accept(t.text)          ? ": JSON, but not an object"
+                                                                     : ": not JSON";
+        fail(printable(files[0], 200), what, ", not a tokenizers tokenizer.json; --tokenizer takes a tokenizer.json, GPT-2's encoder.json and vocab.bpe (or vocab.json and merges.txt) together, or a folder holding them");
     }
     if (files.size() == 1) {  // a folder
         const std::string d = files[0] + "/";
@@ -262,7 +271,8 @@ BpeData read_gpt2_tokenizer(const std::vector<std::string>& files) {
         }
     } else if (files.size() == 2) {
         for (const std::string& f : files) {
-            TokenizerFile t = is_dir(f) ? TokenizerFile{} : read_tokenizer_file(f);
+            if (is_dir(f)) fail(printable(f, 200), ": is a directory: with two --tokenizer files give the vocabulary and the merges, or the folder alone");
+            TokenizerFile t = read_tokenizer_file(f);
             if (t.tokenizer) {
                 fail(printable(f, 200), ": a tokenizers tokenizer.json holds the vocabulary and the merges: give it to --tokenizer alone");
             }
@@ -284,18 +294,23 @@ BpeData read_gpt2_tokenizer(const std::vector<std::string>& files) {
 
     const std::string text = read_text_file(merges_path, kMaxFileBytes);
     std::vector<Merge> merges;
-    size_t pos = 0, line_no = 0;
+    size_t pos = text.compare(0, 3, "\xEF\xBB\xBF") == 0 ? 3 : 0, line_no = 0;  // after a UTF-8 byte-order mark
     while (pos < text.size()) {
-        size_t end = text.find('\n', pos);
+        // A line ends at \n, \r\n or a lone \r (a file saved with old Mac line ends was one
+        // line, skipped as the #version line: a tokenizer of no merges, converted silently).
+        size_t end = text.find_first_of("\r\n", pos);
         if (end == std::string::npos) end = text.size();
-        std::string line = text.substr(pos, end - pos);
-        pos = end + 1;
+        const std::string line = text.substr(pos, end - pos);
+        pos = end + (text.compare(end, 2, "\r\n") == 0 ? 2 : 1);
         ++line_no;
-        if (!line.empty() && line.back() == '\r') line.pop_back();
         if (line.empty() || (line_no == 1 && line.rfind("#version", 0) == 0)) continue;
         std::string a, b;
         if (!split_merge(line, &a, &b)) fail(mw, ":", line_no, ": not a merge \"A B\": '", printable(line), "'");
         merges.push_back({a, b, mw + ":" + std::to_string(line_no)});
+    }
+    // Tokens past the 256 bytes that no merge makes could never come out of the encoder.
+    if (merges.empty() && enc.is_object() && enc.size() > 256) {
+        fail(mw, ": holds no merges, but ", vw, " has ", enc.size(), " tokens: a GPT-2 merges file (vocab.bpe, merges.txt) holds one \"A B\" per line");
     }
     return build_bpe(enc, {}, merges, vw, vw + " + " + mw);
 }

@@ -521,6 +521,37 @@ TEST_CASE("bad input: a tokenizer.json with wrong types, nesting or no model nam
     refused("", "t.json: an empty file, not a tokenizers tokenizer.json");
     refused("{\"version\": \"1.0\"}", "t.json: a JSON object without a \"model\" object");
     refused("\xff\xfe garbage", "t.json: not JSON");
+    // JSON that is no object, whitespace only (they were "not JSON" and "an empty file"), and a
+    // tokenizer.json after a UTF-8 byte-order mark (it was "not JSON"): read as the parser does.
+    refused("[1, 2, 3]", "t.json: JSON, but not an object, not a tokenizers tokenizer.json");
+    refused(" \n\t ", "t.json: only whitespace, not a tokenizers tokenizer.json");
+    test::write_file(dir.file("bom.json"), "\xEF\xBB\xBF" + good.dump());
+    CHECK(convert::read_gpt2_tokenizer({dir.file("bom.json")}).size() == convert::read_gpt2_tokenizer({fixture(kDir + "tokenizer.json")}).size());
+    // No merges for a vocabulary past the 256 bytes: its other tokens could never be made.
+    refused(with([](auto& j) { j["model"]["merges"] = nlohmann::json::array(); }), "t.json: model.merges is empty, but model.vocab has");
+}
+
+TEST_CASE("bad input: a GPT-2 merges file with old Mac line ends, a byte-order mark, no merges, or a folder beside it") {
+    test::TempDir dir;
+    const std::string vocab = fixture("gpt2/tiny_tokenizer/encoder.json");
+    const std::string merges = test::read_file(fixture("gpt2/tiny_tokenizer/vocab.bpe"));
+    const size_t want = convert::read_gpt2_tokenizer({vocab, fixture("gpt2/tiny_tokenizer/vocab.bpe")}).merges.size();
+    REQUIRE(want > 10);
+    // Lone \r line ends: every merge read (the file was one line, skipped as #version: 0 merges).
+    std::string cr = merges;
+    for (char& ch : cr) ch = ch == '\n' ? '\r' : ch;
+    test::write_file(dir.file("cr.bpe"), cr);
+    CHECK(convert::read_gpt2_tokenizer({vocab, dir.file("cr.bpe")}).merges.size() == want);
+    // A byte-order mark before the #version line.
+    test::write_file(dir.file("bom.bpe"), "\xEF\xBB\xBF" + merges);
+    CHECK(convert::read_gpt2_tokenizer({vocab, dir.file("bom.bpe")}).merges.size() == want);
+    // An empty merges file (converted with 0 merges, exit 0).
+    test::write_file(dir.file("empty.bpe"), "");
+    CHECK_THROWS_WITH_AS(convert::read_gpt2_tokenizer({vocab, dir.file("empty.bpe")}), doctest::Contains("empty.bpe: holds no merges, but "),
+                         ember::Error);
+    // A folder beside a file (taken as the merges file, then a generic message).
+    CHECK_THROWS_WITH_AS(convert::read_gpt2_tokenizer({dir.path(), vocab}), doctest::Contains(": is a directory: with two --tokenizer files"),
+                         ember::Error);
 }
 
 TEST_CASE("a gpt.py checkpoint is checked against its training text: a warning naming --attention-scale, auto picks the better") {
