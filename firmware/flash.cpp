@@ -501,6 +501,9 @@ SendResult send_file(int in_fd, int out_fd, const std::string& bytes, const std:
         dropped = false;
         if (!link.exchange(make(FrameType::Offer, seq++, p), {FrameType::Accept, FrameType::Result}, ans, enter)) continue;
         if (ans.type == FrameType::Result) {
+            // A refusal carries status 1 and its reason; nothing is installed before DATA.
+            if (ans.payload.empty()) throw misbehaves("the device's RESULT has no status byte");
+            if (ans.payload[0] == 0) throw misbehaves("the device's RESULT to the offer says success (status 0) before any byte was sent");
             link.send(make(FrameType::Bye, seq++));
             throw FlashError(FlashError::Refused, "the device refused the offer: " + text_of(ans.payload, 1), acked);
         }
@@ -515,7 +518,8 @@ SendResult send_file(int in_fd, int out_fd, const std::string& bytes, const std:
             throw misbehaves(std::string("the device's ACCEPT is malformed: ") + e.what());
         }
         check_held(ans, offset);
-        const size_t chunk = std::max<size_t>(1, std::min<size_t>(opts.chunk, dev_chunk));
+        if (dev_chunk == 0) throw misbehaves("the device's ACCEPT takes chunks of 0 bytes");
+        const size_t chunk = std::min<size_t>(opts.chunk, dev_chunk);
         res.resumed_from = offset;
         acked = offset;
         if (opts.progress) opts.progress(acked, bytes.size(), res.resumed_from);
@@ -552,6 +556,13 @@ SendResult send_file(int in_fd, int out_fd, const std::string& bytes, const std:
             }
             const uint64_t held = held_of(ans, "offset");
             check_held(ans, held);
+            // A device holds more with each answer of a transfer; one that restarted says
+            // kNakNoTransfer. Less than it said before: answers that went back and forth
+            // (an ACK that advanced, then a NAK below it) kept the host sending for good.
+            const bool no_transfer = ans.type == FrameType::Nak && text_of(ans.payload, 8).rfind(kNakNoTransfer, 0) == 0;
+            if (!no_transfer && held < acked)
+                throw misbehaves(std::string("the device's ") + frame_type_name(ans.type) + " says it holds " + std::to_string(held) +
+                                 " bytes after it said " + std::to_string(acked));
             if (ans.type == FrameType::Ack && held <= offset) {
                 // An ACK always holds the frame's bytes: one that does not used to reset the
                 // count, and the host resent the same chunk forever.
@@ -559,7 +570,7 @@ SendResult send_file(int in_fd, int out_fd, const std::string& bytes, const std:
                 if (++naks > opts.retries)
                     throw misbehaves("the device acknowledged " + std::to_string(naks) + " frames in a row without taking a byte (it says it holds " +
                                      std::to_string(held) + " of " + std::to_string(bytes.size()) + " bytes)");
-            } else if (ans.type == FrameType::Nak && text_of(ans.payload, 8).rfind(kNakNoTransfer, 0) == 0) {
+            } else if (no_transfer) {
                 // The device holds no transfer: offer again (it resumes from its partial file).
                 // Counting these as NAKs used to end a flash that a restarted or timed-out
                 // receiver could have resumed as a refusal (exit 2).

@@ -747,6 +747,24 @@ TEST_CASE("flash: a device that answers outside the protocol: an error of its ow
         {on_offer(accept_at(0, n + 1)), "the device's ACCEPT says it holds " + std::to_string(n + 1) + " bytes of a " + N + "-byte file" + tail},
         {on_offer(frame_of(FrameType::Accept, 0, {1, 2, 3})),
          "the device's ACCEPT is malformed: payload too short for resume offset: needs 8 bytes at offset 0, holds 3" + tail},
+        // A RESULT to the offer without a status byte (a refusal with an empty reason, exit 2),
+        // or with success before any byte (a refusal too); an ACCEPT of 0-byte chunks (1-byte
+        // DATA frames, one per byte of the file).
+        {on_offer(frame_of(FrameType::Result, 0)), "the device's RESULT has no status byte" + tail},
+        {on_offer(frame_of(FrameType::Result, 0, {0})), "the device's RESULT to the offer says success (status 0) before any byte was sent" + tail},
+        {on_offer([] { auto p = u64_payload(0); put_u16(p, 0); return frame_of(FrameType::Accept, 0, p); }()),
+         "the device's ACCEPT takes chunks of 0 bytes" + tail},
+        // An ACK that advances, then a NAK below it, and so on: the ACKs reset the count of
+        // refusals, and the host sent for as long as the device answered.
+        {[&](const Frame& f) -> std::vector<Frame> {
+             if (f.type == FrameType::Offer) return {accept_at(f.seq, 0)};
+             if (f.type != FrameType::Data || f.seq > 100) return {};
+             PayloadReader r(f.payload);
+             const uint64_t off = r.u64("offset");
+             if (off == 0) return {frame_of(FrameType::Ack, f.seq, u64_payload(std::min<uint64_t>(n, kDataChunk)))};
+             return {frame_of(FrameType::Nak, f.seq, u64_payload(0, "back"))};
+         },
+         "the device's NAK says it holds 0 bytes after it said " + std::to_string(std::min<uint64_t>(n, kDataChunk)) + tail},
     };
     for (const auto& [answer, want] : cases) {
         CAPTURE(want);
