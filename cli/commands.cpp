@@ -110,7 +110,8 @@ nlohmann::json info_json(const Model& model, const std::string& model_path, int 
     j["file"] = model_path;
     j["file_bytes"] = model.file_bytes();
     j["format_version"] = model.format_version();
-    j["checksum"] = {{"xxh64", hex64(model.checksum())}, {"ok", model.checksum_ok()}};
+    // xxh64: computed over the data section; stored: the one the file holds (they differ when not ok).
+    j["checksum"] = {{"xxh64", hex64(model.checksum())}, {"stored", hex64(model.stored_checksum())}, {"ok", model.checksum_ok()}};
     j["architecture"] = arch_name(c.arch);
     j["activation"] = activation_name(c.activation);
     j["tied_lm_head"] = c.tied_lm_head;

@@ -98,7 +98,11 @@ TEST_CASE("ember info --json holds the facts the text prints") {
     ember::test::write_file(dir.file("flip.ember"), flipped);
     const Run bad = ember_cli("info --json " + q(dir.file("flip.ember")), dir);
     CHECK(bad.status == 1);
-    CHECK(nlohmann::json::parse(bad.out)["checksum"]["ok"] == false);
+    const auto bad_j = nlohmann::json::parse(bad.out);
+    CHECK(bad_j["checksum"]["ok"] == false);
+    // Both hashes, as the error line gives them (only the computed one was there).
+    CHECK(bad.err.find("stored " + bad_j["checksum"]["stored"].get<std::string>() + ", computed " + bad_j["checksum"]["xxh64"].get<std::string>()) !=
+          std::string::npos);
     CHECK(bad.err.find("checksum mismatch") != std::string::npos);
 }
 
