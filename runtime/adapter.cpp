@@ -272,6 +272,8 @@ std::unique_ptr<LoraAdapter> LoraAdapter::load(const std::string& path, const Mo
         if (s.step > (uint64_t{1} << 53) || s.adam_step > (uint64_t{1} << 53)) {
             fail(what, ": training state step ", s.step, " or adam_step ", s.adam_step, " is past 2^53");
         }
+        // Each step takes at most one AdamW step (none when its gradient is not finite).
+        if (s.adam_step > s.step) fail(what, ": training state adam_step ", s.adam_step, " is past step ", s.step, " (a step takes at most one AdamW step)");
         check_finite(t->adam_m(), what, "adam_m");
         check_finite(t->adam_v(), what, "adam_v");
         out->adam_m.assign(t->adam_m()->begin(), t->adam_m()->end());

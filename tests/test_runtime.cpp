@@ -524,12 +524,12 @@ TEST_CASE("adapter file: a training state that ember finetune would refuse as op
     auto model = Model::open(convert_to(dir, convert::WeightDType::I8));
     const ModelConfig& c = model->config();
     const size_t need = LoraAdapter::param_count(c, 4);
-    auto adapter_file = [&](uint32_t batch, uint32_t seq, float lr, float eps) {
+    auto adapter_file = [&](uint32_t batch, uint32_t seq, float lr, float eps, uint64_t adam_step = 1) {
         flatbuffers::FlatBufferBuilder fbb;
         const std::vector<float> v(need, 0.0f);
         const auto params = fbb.CreateVector(v);
         const auto m = fbb.CreateVector(v), vv = fbb.CreateVector(v);
-        const auto train = fba::CreateTrainState(fbb, 1, 1, 0, batch, seq, lr, 0.0f, 0.9f, 0.999f, eps, 1.0f, 0, m, vv);
+        const auto train = fba::CreateTrainState(fbb, 1, adam_step, 0, batch, seq, lr, 0.0f, 0.9f, 0.999f, eps, 1.0f, 0, m, vv);
         fba::FinishAdapterBuffer(fbb, fba::CreateAdapter(fbb, 1, 4, 8.0f, model->checksum(), c.n_layer, c.n_embd, c.ffn_hidden, params, train));
         const std::string path = dir.file("t.emba");
         test::write_file(path, std::string(reinterpret_cast<const char*>(fbb.GetBufferPointer()), fbb.GetSize()));
@@ -539,6 +539,11 @@ TEST_CASE("adapter file: a training state that ember finetune would refuse as op
     const std::string block = std::to_string(c.block_size);
     CHECK_THROWS_WITH_AS(LoraAdapter::load(adapter_file(2, 8, 0.0f, 1e-8f), *model), doctest::Contains("t.emba: training state lr 0 must be finite and > 0"), Error);
     CHECK_THROWS_WITH_AS(LoraAdapter::load(adapter_file(2, 8, 1e-3f, 0.0f), *model), doctest::Contains("t.emba: training state eps 0 must be finite and > 0 (AdamW divides by sqrt(v) + eps)"), Error);
+    // An lr below a float's normal range, which --lr refuses (it was taken from the file), and
+    // more AdamW steps than steps.
+    CHECK_THROWS_WITH_AS(LoraAdapter::load(adapter_file(2, 8, 1e-45f, 1e-8f), *model), doctest::Contains("t.emba: training state lr 1.4013e-45 must be finite and > 0 (at least 1.17549e-38"), Error);
+    CHECK_THROWS_WITH_AS(LoraAdapter::load(adapter_file(2, 8, 1e-3f, 1e-8f, 2), *model),
+                         doctest::Contains("t.emba: training state adam_step 2 is past step 1 (a step takes at most one AdamW step)"), Error);
     for (const auto& [batch, seq] : {std::pair<uint32_t, uint32_t>{0, 8}, {4097, 8}, {2, 0}, {2, static_cast<uint32_t>(c.block_size + 1)}}) {
         const std::string want = "t.emba: training state batch " + std::to_string(batch) + " x seq " + std::to_string(seq) + " is outside [1, 4096] x [1, block_size = " + block + "]";
         CHECK_THROWS_WITH_AS(LoraAdapter::load(adapter_file(batch, seq, 1e-3f, 1e-8f), *model), doctest::Contains(want.c_str()), Error);

@@ -1,14 +1,15 @@
 #include "kernels/cpu/adamw.h"
 
 #include <cmath>
+#include <limits>
 #include <sstream>
 
 namespace ember::kernels {
 
 std::string adamw_params_problem(const AdamWParams& a) {
     std::ostringstream s;
-    if (!std::isfinite(a.lr) || !(a.lr > 0.0f)) {
-        s << "lr " << a.lr << " must be finite and > 0";
+    if (!std::isfinite(a.lr) || !(a.lr >= std::numeric_limits<float>::min())) {
+        s << "lr " << a.lr << " must be finite and > 0 (at least " << std::numeric_limits<float>::min() << ", as --lr takes)";
     } else if (!std::isfinite(a.weight_decay) || !(a.weight_decay >= 0.0f)) {
         s << "weight decay " << a.weight_decay << " must be finite and >= 0";
     } else if (!std::isfinite(a.eps) || !(a.eps > 0.0f)) {

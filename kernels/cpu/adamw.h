@@ -22,7 +22,7 @@ struct AdamWParams {
 };
 
 // Empty when a's values can train: lr and eps finite and > 0 (lr 0 trains nothing; eps 0
-// divides 0 by 0), weight_decay finite and >= 0, beta1 and beta2 in [0, 1) (bias correction
+// divides 0 by 0; lr at least FLT_MIN, the least --lr takes), weight_decay finite and >= 0, beta1 and beta2 in [0, 1) (bias correction
 // divides by 1 - beta^t; torch.optim.AdamW's ranges). Else the first bad one with its value,
 // e.g. "eps 0 must be finite and > 0 (AdamW divides by sqrt(v) + eps)". One rule for the
 // Trainer and for a training state read from an adapter file.
