@@ -244,6 +244,7 @@ TokenizerFile read_tokenizer_file(const std::string& path) {
 BpeData read_gpt2_tokenizer(const std::vector<std::string>& files) {
     std::string vocab_path, merges_path;
     std::optional<nlohmann::json> vocab_json;  // the vocabulary's JSON where sniffing parsed it
+    std::optional<std::string> merges_text;    // the merges file's bytes where sniffing read them
     if (files.size() == 1 && !is_dir(files[0])) {
         const TokenizerFile t = read_tokenizer_file(files[0]);
         if (t.tokenizer) return read_tokenizer_json(*t.json, printable(files[0], 200));
@@ -281,6 +282,7 @@ BpeData read_gpt2_tokenizer(const std::vector<std::string>& files) {
                 vocab_json = std::move(t.json);
             } else {
                 merges_path = f;
+                merges_text = std::move(t.text);
             }
         }
         if (vocab_path.empty() || merges_path.empty()) {
@@ -292,7 +294,7 @@ BpeData read_gpt2_tokenizer(const std::vector<std::string>& files) {
     const std::string vw = printable(vocab_path, 200), mw = printable(merges_path, 200);
     const nlohmann::json enc = vocab_json ? std::move(*vocab_json) : parse_json(vocab_path, vw);
 
-    const std::string text = read_text_file(merges_path, kMaxFileBytes);
+    const std::string text = merges_text ? std::move(*merges_text) : read_text_file(merges_path, kMaxFileBytes);
     std::vector<Merge> merges;
     size_t pos = text.compare(0, 3, "\xEF\xBB\xBF") == 0 ? 3 : 0, line_no = 0;  // after a UTF-8 byte-order mark
     while (pos < text.size()) {

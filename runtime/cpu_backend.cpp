@@ -19,24 +19,16 @@ namespace ember {
 
 int int8_groups_per_row(const Model& model) {
     int groups = 1;
-    auto take = [&](const kernels::WeightView& v) {
+    for_each_linear(model.weights(), [&](const kernels::WeightView& v) {
         if (v.type == kernels::WType::I8) groups = std::max(groups, v.groups_per_row());
-    };
-    const ModelWeights& w = model.weights();
-    for (const auto& l : w.layers) {
-        for (const auto* v : {&l.qkv, &l.proj, &l.fc, &l.fc2}) take(*v);
-    }
-    take(w.lm_head);
+    });
     return groups;
 }
 
 size_t linear_xf_floats(const Model& model) {
     const ModelConfig& c = model.config();
-    const ModelWeights& w = model.weights();
-    bool wide = w.lm_head.type != kernels::WType::I8;
-    for (const auto& l : w.layers) {
-        for (const auto* v : {&l.qkv, &l.proj, &l.fc, &l.fc2}) wide = wide || v->type != kernels::WType::I8;
-    }
+    bool wide = false;
+    for_each_linear(model.weights(), [&](const kernels::WeightView& v) { wide = wide || v.type != kernels::WType::I8; });
     return wide && kernels::linear_uses_xf() ? kernels::linear_scratch_xf_floats(std::max(c.n_embd, c.ffn_hidden)) : 0;
 }
 

@@ -577,12 +577,7 @@ void Model::build_views(const std::map<std::string, kernels::WeightView>& found)
     });
     if (cfg.tied_lm_head) w.lm_head = w.wte;
     // Whether decode reads the weights from cache: the int8 kernels' hint (weights.h).
-    if (weight_bytes() <= kernels::last_level_cache_bytes()) {
-        for (auto& l : w.layers) {
-            for (auto* v : {&l.qkv, &l.proj, &l.fc, &l.fc2}) v->cache_resident = true;
-        }
-        w.lm_head.cache_resident = true;
-    }
+    if (weight_bytes() <= kernels::last_level_cache_bytes()) for_each_linear(w, [](kernels::WeightView& v) { v.cache_resident = true; });
 }
 
 }  // namespace ember

@@ -94,6 +94,19 @@ struct ModelWeights {
     const float* lm_head_b = nullptr; // [V]
 };
 
+// f(view) for every linear's weights: each layer's qkv, proj, fc, fc2, then lm_head. W is
+// ModelWeights or const ModelWeights.
+template <class W, class F>
+void for_each_linear(W& w, F&& f) {
+    for (auto& l : w.layers) {
+        f(l.qkv);
+        f(l.proj);
+        f(l.fc);
+        f(l.fc2);
+    }
+    f(w.lm_head);
+}
+
 struct TensorInfo {
     std::string name;
     std::vector<uint32_t> shape;
