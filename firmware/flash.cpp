@@ -159,6 +159,7 @@ void FlashReceiver::on_offer(const Frame& in, std::vector<Frame>& out) {
     const std::string sha = hex_lower(raw_sha.data(), raw_sha.size());
     const uint8_t name_len = r.u8("name length");
     const std::string name = r.bytes(name_len, "name");
+    r.expect_end("name");
     if (offered_ && sha == sha_hex_ && size == size_ && name == name_ && !completed_) {
         // A repeated offer (our ACCEPT was lost, or the host reconnected): same transfer.
         std::vector<uint8_t> p;
@@ -514,6 +515,7 @@ SendResult send_file(int in_fd, int out_fd, const std::string& bytes, const std:
             PayloadReader r(ans.payload);
             offset = r.u64("resume offset");
             dev_chunk = r.u16("chunk");
+            r.expect_end("chunk size");
         } catch (const Error& e) {
             throw misbehaves(std::string("the device's ACCEPT is malformed: ") + e.what());
         }

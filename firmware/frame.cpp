@@ -158,5 +158,8 @@ std::string PayloadReader::bytes(size_t n, const char* field) {
     return s;
 }
 std::string PayloadReader::rest() { return bytes(remaining(), "rest"); }
+void PayloadReader::expect_end(const char* last) {
+    if (remaining() != 0) fail("payload holds ", remaining(), remaining() == 1 ? " byte" : " bytes", " after the ", last, " (", p_.size(), " in all)");
+}
 
 }  // namespace ember::fw

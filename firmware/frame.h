@@ -98,6 +98,9 @@ public:
     std::string bytes(size_t n, const char* field);
     std::string rest();  // the remaining bytes
     size_t remaining() const { return p_.size() - pos_; }
+    // Throws Error when bytes follow `last`, the layout's last field: a fixed layout with more
+    // in it is a different (or broken) sender, not one to read the front of.
+    void expect_end(const char* last);
 
 private:
     void need(size_t n, const char* field);

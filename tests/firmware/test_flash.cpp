@@ -535,6 +535,15 @@ TEST_CASE("flash receiver: out-of-order, duplicate and malformed frames") {
     out.clear();
     offer.back() = 'x';  // "ab/x" -> still bad; fix the name to "abcx"
     offer[offer.size() - 2] = 'c';
+    // Bytes after the name (a name length too short for the name sent): a NAK that names them,
+    // no transfer started. It was accepted as an offer of the name's first bytes.
+    offer.push_back('!');
+    rx.handle(frame(FrameType::Offer, 13, offer), out);
+    REQUIRE(out.size() == 1);
+    CHECK((out[0].type == FrameType::Nak && out[0].seq == 13));
+    CHECK(std::string(out[0].payload.begin() + 8, out[0].payload.end()) == "payload holds 1 byte after the name (46 in all)");
+    out.clear();
+    offer.pop_back();
     rx.handle(frame(FrameType::Offer, 3, offer), out);
     REQUIRE(out.size() == 1);
     CHECK(out[0].type == FrameType::Accept);
@@ -754,6 +763,9 @@ TEST_CASE("flash: a device that answers outside the protocol: an error of its ow
         {on_offer(frame_of(FrameType::Result, 0, {0})), "the device's RESULT to the offer says success (status 0) before any byte was sent" + tail},
         {on_offer([] { auto p = u64_payload(0); put_u16(p, 0); return frame_of(FrameType::Accept, 0, p); }()),
          "the device's ACCEPT takes chunks of 0 bytes" + tail},
+        // An ACCEPT with bytes after its chunk size: another layout, not one to read the front of.
+        {on_offer([] { auto p = u64_payload(0); put_u16(p, kDataChunk); p.push_back(7); return frame_of(FrameType::Accept, 0, p); }()),
+         "the device's ACCEPT is malformed: payload holds 1 byte after the chunk size (11 in all)" + tail},
         // An ACK that advances, then a NAK below it, and so on: the ACKs reset the count of
         // refusals, and the host sent for as long as the device answered.
         {[&](const Frame& f) -> std::vector<Frame> {
