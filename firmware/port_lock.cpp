@@ -30,7 +30,22 @@ long read_lock_pid(const std::string& path) {
     return end != buf && pid > 0 ? pid : 0;
 }
 
-bool running(long pid) { return ::kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM; }
+// Whether /proc/PID/stat gives the state Z: a process that has exited and waits for its
+// parent to reap it. kill(pid, 0) succeeds on one, but it holds no port.
+bool zombie(long pid) {
+    const std::string stat = "/proc/" + std::to_string(pid) + "/stat";
+    const int fd = ::open(stat.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return false;
+    char buf[512];
+    const ssize_t n = ::read(fd, buf, sizeof buf - 1);
+    ::close(fd);
+    if (n <= 0) return false;
+    const std::string s(buf, static_cast<size_t>(n));
+    const size_t paren = s.rfind(')');  // the name in parentheses may hold spaces and ')'
+    return paren != std::string::npos && paren + 2 < s.size() && s[paren + 2] == 'Z';
+}
+
+bool running(long pid) { return (::kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM) && !zombie(pid); }
 
 // Creates `path` holding our PID, atomically: written to a temporary file, then hard-linked
 // (link(2) fails when the name exists, so two programs never both win). Returns false when
@@ -58,7 +73,14 @@ bool create_lock(const std::string& path, const std::string& dir) {
 }  // namespace
 
 std::string uucp_lock_path(const std::string& port, const std::string& lock_dir) {
-    return lock_dir + "/LCK.." + port.substr(port.find_last_of('/') + 1);
+    // A link (/dev/serial/by-id/usb-..., a udev alias) names the device it points at, so
+    // that the lock of a program given the device's own name is seen.
+    std::string device = port;
+    if (char* real = ::realpath(port.c_str(), nullptr)) {
+        device = real;
+        std::free(real);
+    }
+    return lock_dir + "/LCK.." + device.substr(device.find_last_of('/') + 1);
 }
 
 PortLock::PortLock(const std::string& port, int fd, const std::string& lock_dir) {

@@ -2,10 +2,12 @@
 // with a terminal program (picocom, minicom, screen) or with each other.
 // Two locks, as picocom and minicom take them:
 //   - flock(fd, LOCK_EX | LOCK_NB) on the open port (flock(2));
-//   - a UUCP lock file LOCKDIR/LCK..NAME (NAME: the device's file name, e.g. ttyUSB0) holding
+//   - a UUCP lock file LOCKDIR/LCK..NAME (NAME: the device's file name, e.g. ttyUSB0, links
+//     such as /dev/serial/by-id/... resolved first) holding
 //     the owner's PID as 10 ASCII characters, right-aligned, and a newline (the HDB UUCP format,
 //     Filesystem Hierarchy Standard 3.0, /var/lock), taken only where LOCKDIR exists and this
-//     process may write it. A lock file whose PID is not running is stale and taken over.
+//     process may write it. A lock file whose PID is not running (or is a zombie, exited and
+//     not yet reaped) is stale and taken over.
 #pragma once
 
 #include <string>
@@ -29,7 +31,8 @@ private:
     std::string lock_file_;
 };
 
-// LOCKDIR/LCK..NAME for a port path ("/dev/ttyUSB0" -> "/var/lock/LCK..ttyUSB0").
+// LOCKDIR/LCK..NAME for a port path ("/dev/ttyUSB0" -> "/var/lock/LCK..ttyUSB0"; a link to
+// /dev/ttyUSB0 gives the same).
 std::string uucp_lock_path(const std::string& port, const std::string& lock_dir);
 
 }  // namespace ember::fw

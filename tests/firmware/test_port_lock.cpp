@@ -77,6 +77,31 @@ TEST_CASE("port lock: a second opener is refused at once, naming the port, the l
     CHECK(refusal(pty.path, locks.path()).empty());  // free again
 }
 
+TEST_CASE("port lock: a port opened through a link takes the lock file of the device it points at") {
+    // A udev alias or /dev/serial/by-id/... name: the lock is LCK..ptsN, not LCK..<the link's
+    // name>, so a program holding the device's own lock file is seen (it was not).
+    Pty pty;
+    TempDir locks, links;
+    const std::string link = links.path() + "/usb-FTDI_serial-if00";
+    REQUIRE(::symlink(pty.path.c_str(), link.c_str()) == 0);
+    const std::string lock_file = uucp_lock_path(pty.path, locks.path());
+    CHECK(uucp_lock_path(link, locks.path()) == lock_file);
+    const pid_t alive = ::fork();
+    REQUIRE(alive >= 0);
+    if (alive == 0) {
+        for (;;) ::pause();
+    }
+    write_file(lock_file, pid_line(alive));
+    CHECK(refusal(link, locks.path()).find(link + " is in use by another program (PID " + std::to_string(alive) + ", " + lock_file + ")") == 0);
+    ::kill(alive, SIGKILL);
+    REQUIRE(::waitpid(alive, nullptr, 0) == alive);
+    {
+        SerialPort p(link, 115200, false, locks.path());
+        CHECK(read_file(lock_file) == pid_line(::getpid()));
+    }
+    CHECK(!exists(lock_file));
+}
+
 TEST_CASE("port lock: a program holding the port's flock (as picocom does) is seen") {
     Pty pty;
     const int other = ::open(pty.path.c_str(), O_RDWR | O_NOCTTY);
@@ -117,6 +142,17 @@ TEST_CASE("port lock: a lock file of a running process refuses, a stale one is t
         SerialPort p(pty.path, 115200, false, locks.path());
         CHECK(read_file(lock_file) == pid_line(::getpid()));
     }
+    // A zombie (exited, not yet reaped) holds nothing: stale. kill(pid, 0) succeeds on one,
+    // and the port was refused as in use by it until its parent reaped it.
+    const pid_t dead = ::fork();
+    REQUIRE(dead >= 0);
+    if (dead == 0) ::_exit(0);
+    for (int i = 0; i < 500 && read_file("/proc/" + std::to_string(dead) + "/stat").find(") Z ") == std::string::npos; ++i) ::usleep(2000);
+    REQUIRE(read_file("/proc/" + std::to_string(dead) + "/stat").find(") Z ") != std::string::npos);
+    write_file(lock_file, pid_line(dead));
+    CHECK(refusal(pty.path, locks.path()).empty());
+    CHECK(!exists(lock_file));
+    REQUIRE(::waitpid(dead, nullptr, 0) == dead);
     // A folder that does not exist: no lock file, the flock still holds.
     SerialPort p(pty.path, 115200, false, locks.path() + "/none");
     CHECK(refusal(pty.path, locks.path() + "/none").find("is in use") != std::string::npos);
