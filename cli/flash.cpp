@@ -75,7 +75,7 @@ int cmd_flash(const FlashArgs& a) {
     std::string name = a.name.empty() ? a.model.substr(a.model.find_last_of('/') + 1) : a.name;
     if (name.size() > 6 && name.compare(name.size() - 6, 6, ".ember") == 0) name.resize(name.size() - 6);
     if (const std::string bad = fw::check_model_name(name); !bad.empty()) fail(bad, " (choose one with --name)");
-    const std::string bytes = read_text_file(a.model, size_t(1) << 31);
+    const std::string bytes = read_text_file(a.model, size_t(1) << 31, "a model to flash");
     if (bytes.empty()) fail(printable(a.model, 200), ": the file is empty (not flashed)");
     if (!a.no_verify) {
         // The device verifies too; checking here saves sending a file it would refuse.

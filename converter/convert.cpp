@@ -61,7 +61,7 @@ std::string read_beside_config(const std::string& checkpoint) {
     const auto slash = checkpoint.find_last_of('/');
     const std::string path = (slash == std::string::npos ? std::string() : checkpoint.substr(0, slash + 1)) + "config.json";
     if (::access(path.c_str(), F_OK) != 0) return "";
-    return read_text_file(path, size_t{1} << 20);
+    return read_text_file(path, size_t{1} << 20, "a config.json");
 }
 
 

@@ -119,7 +119,7 @@ nlohmann::json parse_json_text(const std::string& text, const std::string& what)
 }
 
 nlohmann::json parse_json(const std::string& path, const std::string& what) {
-    return parse_json_text(read_text_file(path, kMaxFileBytes), what);
+    return parse_json_text(read_text_file(path, kMaxFileBytes, "a tokenizer file"), what);
 }
 
 // The first byte of text that is not JSON whitespace (after a UTF-8 byte-order mark, which
@@ -232,7 +232,7 @@ struct TokenizerFile {
 
 TokenizerFile read_tokenizer_file(const std::string& path) {
     TokenizerFile t;
-    t.text = read_text_file(path, kMaxFileBytes);
+    t.text = read_text_file(path, kMaxFileBytes, "a tokenizer file");
     if (first_non_space(t.text) != '{') return t;
     t.json = parse_json_text(t.text, printable(path, 200));
     t.tokenizer = t.json->is_object() && t.json->contains("model") && (*t.json)["model"].is_object();
@@ -294,7 +294,7 @@ BpeData read_gpt2_tokenizer(const std::vector<std::string>& files) {
     const std::string vw = printable(vocab_path, 200), mw = printable(merges_path, 200);
     const nlohmann::json enc = vocab_json ? std::move(*vocab_json) : parse_json(vocab_path, vw);
 
-    const std::string text = merges_text ? std::move(*merges_text) : read_text_file(merges_path, kMaxFileBytes);
+    const std::string text = merges_text ? std::move(*merges_text) : read_text_file(merges_path, kMaxFileBytes, "a merges file");
     std::vector<Merge> merges;
     size_t pos = text.compare(0, 3, "\xEF\xBB\xBF") == 0 ? 3 : 0, line_no = 0;  // after a UTF-8 byte-order mark
     while (pos < text.size()) {

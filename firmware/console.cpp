@@ -136,7 +136,7 @@ int Console::run() {
             struct stat st {};
             if (::lstat(current.c_str(), &st) == 0) {  // there but unusable: said in the log, then no model
                 try {
-                    cur = read_text_file(current, 256);
+                    cur = read_text_file(current, 256, "the current-model file");
                     // Trailing blanks and line ends, CRLF too (a file written on Windows or by `echo` over a serial line).
                     while (!cur.empty() && (cur.back() == '\n' || cur.back() == '\r' || cur.back() == ' ' || cur.back() == '\t')) cur.pop_back();
                     cur.erase(0, cur.find_first_not_of(" \t"));  // and leading blanks (find npos: all blank, erased)

@@ -201,7 +201,7 @@ void LoraAdapter::save(const std::string& path) const {
 
 std::unique_ptr<LoraAdapter> LoraAdapter::load(const std::string& path, const Model& model) {
     const std::string what = printable(path, 200);
-    const std::string bytes = read_text_file(path, kMaxAdapterBytes);
+    const std::string bytes = read_text_file(path, kMaxAdapterBytes, "an adapter");
     const auto* data = reinterpret_cast<const uint8_t*>(bytes.data());
     if (bytes.size() < 8 || !fba::AdapterBufferHasIdentifier(data)) {
         if (bytes.size() >= 12 && std::memcmp(bytes.data() + 8, "EMBR", 4) == 0) fail(what, ": is a model (.ember), not an adapter");

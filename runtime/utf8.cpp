@@ -122,7 +122,7 @@ std::string displayable(std::string_view s) {
     return out;
 }
 
-std::string read_text_file(const std::string& path, size_t max_bytes) {
+std::string read_text_file(const std::string& path, size_t max_bytes, const char* kind) {
     const std::string f = printable(path, 200);
     // O_NONBLOCK: a FIFO is refused below (fstat) instead of waiting here for a writer.
     const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
@@ -136,7 +136,7 @@ std::string read_text_file(const std::string& path, size_t max_bytes) {
     }
     if (static_cast<uint64_t>(st.st_size) > max_bytes) {
         ::close(fd);
-        fail(f, ": ", st.st_size, " bytes is more than the ", max_bytes, " a text may have");
+        fail(f, ": ", st.st_size, " bytes is more than the ", max_bytes, " bytes ", kind, " may have");
     }
     // Read to the end: a file may hold more than fstat says (/proc files say 0), and a read
     // error (EIO) is an error, never an early end of the text.
@@ -152,7 +152,7 @@ std::string read_text_file(const std::string& path, size_t max_bytes) {
                 const int e = errno;
                 ::close(fd);
                 if (r < 0) fail(f, ": cannot read: ", std::strerror(e));
-                fail(f, ": more than the ", max_bytes, " bytes a text may have");
+                fail(f, ": more than the ", max_bytes, " bytes ", kind, " may have");
             }
             out.resize(std::min(max_bytes, std::max<size_t>(out.size() * 2, 4096)));
         }

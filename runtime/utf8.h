@@ -41,7 +41,8 @@ std::string displayable(std::string_view s);
 // The bytes of a regular file of at most max_bytes (directories, devices, FIFOs and larger
 // files are refused), read to its end. Throws ember::Error naming the path and the reason
 // (errno's text): one that cannot be opened, or a read error (EIO), which never ends the text
-// early.
-std::string read_text_file(const std::string& path, size_t max_bytes = size_t(1) << 30);
+// early. `kind` names the file in the size refusal ("FILE: N bytes is more than the M bytes
+// KIND may have"): "a tokenizer file", "an adapter", ...
+std::string read_text_file(const std::string& path, size_t max_bytes = size_t(1) << 30, const char* kind = "a text");
 
 }  // namespace ember

@@ -476,6 +476,17 @@ TEST_CASE("bad input: a Hugging Face config.json that is not JSON, has a bad val
     refused_cfg(with("n_head", "four"), "config.json n_head is not a positive integer of at most 2^24");
     refused_cfg(with("n_positions", 128), "config.json n_positions = 128 but the weights give 16");
     refused_cfg(with("scale_attn_by_inverse_layer_idx", true), "config.json scale_attn_by_inverse_layer_idx is not supported");
+    // Files over their limit say which kind of file has the limit (they all said "a text").
+    test::write_file(dir.file("config.json"), "");
+    std::filesystem::resize_file(dir.file("config.json"), (size_t{1} << 20) + 1);  // sparse: no MiB written
+    CHECK_THROWS_WITH_AS(convert::convert(o), Contains("config.json: 1048577 bytes is more than the 1048576 bytes a config.json may have"), Error);
+    std::filesystem::remove(dir.file("config.json"));
+    const std::string big = dir.file("vocab.json");
+    test::write_file(big, "");
+    std::filesystem::resize_file(big, (size_t{64} << 20) + 1);
+    o.tokenizer = {big, fixture("gpt2/tiny_tokenizer/vocab.bpe")};
+    CHECK_THROWS_WITH_AS(convert::convert(o), Contains("vocab.json: 67108865 bytes is more than the 67108864 bytes a tokenizer file may have"), Error);
+    CHECK_FALSE(std::filesystem::exists(o.out));
 }
 
 TEST_CASE("bad input: hostile sizes inside well-formed files: a million-digit block index, a [2^62, 0] tensor, JSON nested 300,000 deep") {
