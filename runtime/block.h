@@ -1,5 +1,6 @@
-// One transformer block's forward on the CPU, shared by inference (CpuBackend::forward_pass)
-// and fine-tuning (Trainer::forward), so that the block is written once. Pre-LayerNorm, as
+// One transformer block's forward on the CPU, and the embedding row before the first, shared
+// by inference (CpuBackend::forward_pass) and fine-tuning (Trainer::forward), so that each is
+// written once. Pre-LayerNorm, as
 // gpt.py's Block, nanoGPT's Block and Hugging Face's GPT2Block compute it, on M rows:
 //   xn1 = ln_1(x_in)                  qkv = xn1 Wqkv^T + b (+ LoRA)
 //   att = attend(qkv)                 x_mid = x_in + (att Wproj^T + b (+ LoRA))
@@ -21,6 +22,7 @@
 #include "kernels/cpu/activation.h"
 #include "kernels/cpu/layernorm.h"
 #include "kernels/cpu/thread_pool.h"
+#include "kernels/cpu/weights.h"
 #include "runtime/adapter.h"
 #include "runtime/model.h"
 
@@ -31,6 +33,16 @@ struct BlockBuffers {
     float *xn1 = nullptr, *qkv = nullptr, *att = nullptr, *x_mid = nullptr, *xn2 = nullptr;
     float *hpre = nullptr, *hact = nullptr, *tmp = nullptr, *x_out = nullptr;
 };
+
+// The input of the first block for one row, as gpt.py's token_embedding_table(idx) +
+// position_embedding_table(pos) and nanoGPT's wte(idx) + wpe(pos):
+//   x [C] = wte[token] + wpe[pos]      tmp [C]: scratch (wpe's row, dequantized)
+// token < vocab_size and pos < block_size are the caller's to check.
+inline void embed_row(const ModelWeights& w, int C, int token, int pos, float* x, float* tmp) {
+    kernels::dequantize_row(w.wte, token, x);
+    kernels::dequantize_row(w.wpe, pos, tmp);
+    for (int i = 0; i < C; ++i) x[i] += tmp[i];
+}
 
 template <class Linear, class Attend>
 void block_forward(const LayerWeights& L, const ModelConfig& c, int M, const BlockBuffers& b, Linear&& linear, Attend&& attend,

@@ -154,12 +154,7 @@ const float* CpuBackend::forward_pass(const int* ids, int T, int pos0, int row0,
     const kernels::LinearScratch scratch{buf<int8_t>(plan_.xq), buf<float>(plan_.xs), buf<float>(plan_.xf), plan_.xf_floats};
 
     // x = wte[ids] + wpe[positions]
-    for (int t = 0; t < T; ++t) {
-        float* xt = x + static_cast<size_t>(t) * C;
-        kernels::dequantize_row(w.wte, ids[t], xt);
-        kernels::dequantize_row(w.wpe, pos0 + t, tmp);
-        for (int i = 0; i < C; ++i) xt[i] += tmp[i];
-    }
+    for (int t = 0; t < T; ++t) embed_row(w, C, ids[t], pos0 + t, x + static_cast<size_t>(t) * C, tmp);
     // One buffer per kind, in place (runtime/block.h).
     BlockBuffers io;
     io.x_in = io.x_mid = io.x_out = x;

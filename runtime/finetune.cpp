@@ -153,12 +153,7 @@ double Trainer::forward(const int* x, const int* y, bool backward) {
     };
 
     // x = wte[ids] + wpe[t]
-    for (int i = 0; i < M; ++i) {
-        float* xt = X + static_cast<size_t>(i) * C;
-        kernels::dequantize_row(w.wte, x[i], xt);
-        kernels::dequantize_row(w.wpe, i % T, tmp);
-        for (int k = 0; k < C; ++k) xt[k] += tmp[k];
-    }
+    for (int i = 0; i < M; ++i) embed_row(w, C, x[i], i % T, X + static_cast<size_t>(i) * C, tmp);
     kernels::AttentionShape as;
     as.T = T;
     as.n_head = c.n_head;
