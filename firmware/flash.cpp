@@ -455,60 +455,35 @@ std::string text_of(const std::vector<uint8_t>& p, size_t from) {
     return from >= p.size() ? std::string() : printable(std::string(p.begin() + static_cast<std::ptrdiff_t>(from), p.end()), 1000);
 }
 
-}  // namespace
+// The host's side of one send_file over `link`: offers, each followed by DATA from the
+// device's resume offset, DONE, and the verdict. A refusal (RESULT 1, or NAKs past --retries)
+// throws FlashError::Refused; an answer outside the protocol throws FlashError::BadAnswer
+// after a BYE, which sends the device back to its console (it used to be ember::Error, exit 1,
+// with no BYE: the device stayed in binary mode until its timeout).
+class Sender {
+public:
+    // How an offer ended, when it did not throw.
+    enum class Ended {
+        Installed,  // RESULT 0 after DONE: `res` holds the device's message
+        NoAnswer,   // a frame got no answer in --retries tries
+        Dropped,    // a NAK kNakNoTransfer: the device lost the transfer (restarted, timed out)
+    };
 
-SendResult send_file(int in_fd, int out_fd, const std::string& bytes, const std::string& name, const SenderOptions& opts) {
-    if (const std::string bad = check_model_name(name); !bad.empty()) fail(bad);
-    if (bytes.empty()) fail("the file is empty");
-    if (opts.chunk == 0 || opts.chunk > kDataChunk) fail("chunk ", opts.chunk, " not in 1..", kDataChunk);
-    if (opts.timeout_ms <= 0 || opts.retries <= 0) fail("timeout ", opts.timeout_ms, " ms and retries ", opts.retries, " must both be > 0");
-    SendResult res;
-    res.bytes = bytes.size();
-    const std::string sha_raw = sha256_raw(bytes.data(), bytes.size());
-    res.sha256 = hex_lower(sha_raw.data(), sha_raw.size());
-    Link link(in_fd, out_fd, opts);
-    uint32_t seq = 1;
-    Frame ans;
-    uint64_t acked = 0;
-    const std::string enter = opts.enter_flash_mode ? kEnterFlashMode : "";
-    bool answered = false;  // the device accepted an offer: it holds `acked` bytes
-    bool dropped = false;   // the last offer ended in a NAK kNakNoTransfer
-    // An answer outside the protocol: the device is not ember-console, or broken. BYE sends it
-    // back to its console; the error is the device's, not bad input on the host (it used to be
-    // ember::Error, exit 1, with no BYE: the device stayed in binary mode until its timeout).
-    auto misbehaves = [&](const std::string& what) {
-        link.send(make(FrameType::Bye, seq++));
-        return FlashError(FlashError::BadAnswer, what + ": the device does not follow firmware/PROTOCOL.md; BYE sent", acked);
-    };
-    auto held_of = [&](const Frame& f, const char* field) {
-        try {
-            PayloadReader r(f.payload);
-            return r.u64(field);
-        } catch (const Error& e) {
-            throw misbehaves(std::string("the device's ") + frame_type_name(f.type) + " is malformed: " + e.what());
-        }
-    };
-    auto check_held = [&](const Frame& f, uint64_t held) {
-        if (held > bytes.size())
-            throw misbehaves(std::string("the device's ") + frame_type_name(f.type) + " says it holds " + std::to_string(held) + " bytes of a " +
-                             std::to_string(bytes.size()) + "-byte file");
-    };
-    for (int offer = 0; offer <= opts.reoffers; ++offer) {
-        std::vector<uint8_t> p;
-        put_u64(p, bytes.size());
-        p.insert(p.end(), sha_raw.begin(), sha_raw.end());
-        p.push_back(static_cast<uint8_t>(name.size()));
-        p.insert(p.end(), name.begin(), name.end());
-        dropped = false;
-        if (!link.exchange(make(FrameType::Offer, seq++, p), {FrameType::Accept, FrameType::Result}, ans, enter)) continue;
+    Sender(Link& link, const std::string& bytes, const SenderOptions& opts) : link_(link), bytes_(bytes), opts_(opts) {}
+
+    // One OFFER (payload `offer`, preceded on the line by `enter`) and, once accepted, the
+    // transfer from the offset the device holds.
+    Ended offer(const std::vector<uint8_t>& offer, const std::string& enter, SendResult& res) {
+        Frame ans;
+        if (!link_.exchange(make(FrameType::Offer, seq_++, offer), {FrameType::Accept, FrameType::Result}, ans, enter)) return Ended::NoAnswer;
         if (ans.type == FrameType::Result) {
             // A refusal carries status 1 and its reason; nothing is installed before DATA.
             if (ans.payload.empty()) throw misbehaves("the device's RESULT has no status byte");
             if (ans.payload[0] == 0) throw misbehaves("the device's RESULT to the offer says success (status 0) before any byte was sent");
-            link.send(make(FrameType::Bye, seq++));
-            throw FlashError(FlashError::Refused, "the device refused the offer: " + text_of(ans.payload, 1), acked);
+            link_.send(make(FrameType::Bye, seq_++));
+            throw FlashError(FlashError::Refused, "the device refused the offer: " + text_of(ans.payload, 1), acked_);
         }
-        answered = true;
+        answered_ = true;
         uint64_t offset = 0;
         uint16_t dev_chunk = 0;
         try {
@@ -521,84 +496,143 @@ SendResult send_file(int in_fd, int out_fd, const std::string& bytes, const std:
         }
         check_held(ans, offset);
         if (dev_chunk == 0) throw misbehaves("the device's ACCEPT takes chunks of 0 bytes");
-        const size_t chunk = std::min<size_t>(opts.chunk, dev_chunk);
         res.resumed_from = offset;
-        acked = offset;
-        if (opts.progress) opts.progress(acked, bytes.size(), res.resumed_from);
-        bool lost = false;
+        acked_ = offset;
+        if (opts_.progress) opts_.progress(acked_, bytes_.size(), res.resumed_from);
+        return send_from(offset, std::min<size_t>(opts_.chunk, dev_chunk), res);
+    }
+
+    bool answered() const { return answered_; }  // the device accepted an offer: it holds acked()
+    uint64_t acked() const { return acked_; }
+
+private:
+    // DATA from `offset` in chunks of `chunk` bytes, then DONE, each answer checked.
+    Ended send_from(uint64_t offset, size_t chunk, SendResult& res) {
+        const uint64_t size = bytes_.size();
         int naks = 0;  // answers in a row that took no byte: NAKs, and ACKs that do not advance
+        Frame ans;
         for (;;) {
-            if (offset < bytes.size()) {
-                const size_t n = std::min<size_t>(chunk, bytes.size() - offset);
+            if (offset < size) {
+                const size_t n = std::min<size_t>(chunk, size - offset);
                 std::vector<uint8_t> d;
                 put_u64(d, offset);
-                d.insert(d.end(), bytes.begin() + static_cast<std::ptrdiff_t>(offset), bytes.begin() + static_cast<std::ptrdiff_t>(offset + n));
-                if (!link.exchange(make(FrameType::Data, seq++, d), {FrameType::Ack, FrameType::Nak, FrameType::Result}, ans)) {
-                    lost = true;
-                    break;
-                }
-            } else {
-                if (!link.exchange(make(FrameType::Done, seq++), {FrameType::Result, FrameType::Nak}, ans)) {
-                    lost = true;
-                    break;
-                }
+                d.insert(d.end(), bytes_.begin() + static_cast<std::ptrdiff_t>(offset), bytes_.begin() + static_cast<std::ptrdiff_t>(offset + n));
+                if (!link_.exchange(make(FrameType::Data, seq_++, d), {FrameType::Ack, FrameType::Nak, FrameType::Result}, ans)) return Ended::NoAnswer;
+            } else if (!link_.exchange(make(FrameType::Done, seq_++), {FrameType::Result, FrameType::Nak}, ans)) {
+                return Ended::NoAnswer;
             }
-            if (ans.type == FrameType::Result) {
-                if (ans.payload.empty()) throw misbehaves("the device's RESULT has no status byte");
-                if (ans.payload[0] != 0) {
-                    link.send(make(FrameType::Bye, seq++));
-                    throw FlashError(FlashError::Refused, "the device refused the file: " + text_of(ans.payload, 1), acked);
-                }
-                res.acked = bytes.size();
-                res.message = text_of(ans.payload, 1);
-                res.retransmissions = link.retransmissions;
-                Frame bye = make(FrameType::Bye, seq++);
-                link.send(bye);
-                return res;
-            }
-            const uint64_t held = held_of(ans, "offset");
+            if (ans.type == FrameType::Result) return verdict(ans, res);
+            const uint64_t held = held_of(ans);
             check_held(ans, held);
             // A device holds more with each answer of a transfer; one that restarted says
             // kNakNoTransfer. Less than it said before: answers that went back and forth
             // (an ACK that advanced, then a NAK below it) kept the host sending for good.
             const bool no_transfer = ans.type == FrameType::Nak && text_of(ans.payload, 8).rfind(kNakNoTransfer, 0) == 0;
-            if (!no_transfer && held < acked)
+            if (!no_transfer && held < acked_)
                 throw misbehaves(std::string("the device's ") + frame_type_name(ans.type) + " says it holds " + std::to_string(held) +
-                                 " bytes after it said " + std::to_string(acked));
+                                 " bytes after it said " + std::to_string(acked_));
             if (ans.type == FrameType::Ack && held <= offset) {
                 // An ACK always holds the frame's bytes: one that does not used to reset the
                 // count, and the host resent the same chunk forever.
-                ++link.retransmissions;
-                if (++naks > opts.retries)
+                ++link_.retransmissions;
+                if (++naks > opts_.retries)
                     throw misbehaves("the device acknowledged " + std::to_string(naks) + " frames in a row without taking a byte (it says it holds " +
-                                     std::to_string(held) + " of " + std::to_string(bytes.size()) + " bytes)");
+                                     std::to_string(held) + " of " + std::to_string(size) + " bytes)");
             } else if (no_transfer) {
                 // The device holds no transfer: offer again (it resumes from its partial file).
                 // Counting these as NAKs used to end a flash that a restarted or timed-out
                 // receiver could have resumed as a refusal (exit 2).
-                ++link.retransmissions;
-                lost = true;
-                dropped = true;
-                break;
+                ++link_.retransmissions;
+                return Ended::Dropped;
             } else if (ans.type == FrameType::Nak) {
-                ++link.retransmissions;
-                if (++naks > opts.retries) {
+                ++link_.retransmissions;
+                if (++naks > opts_.retries) {
                     // The device answers, so the link is up: it refuses, with its reason
                     // (this used to be a lost link, exit 3, that no second run could fix).
-                    link.send(make(FrameType::Bye, seq++));
-                    throw FlashError(FlashError::Refused, "the device refused " + std::to_string(naks) + " frames in a row: " + text_of(ans.payload, 8), acked);
+                    link_.send(make(FrameType::Bye, seq_++));
+                    throw FlashError(FlashError::Refused, "the device refused " + std::to_string(naks) + " frames in a row: " + text_of(ans.payload, 8), acked_);
                 }
             } else {
                 naks = 0;
             }
             offset = held;
-            acked = held;
-            if (opts.progress) opts.progress(acked, bytes.size(), res.resumed_from);
+            acked_ = held;
+            if (opts_.progress) opts_.progress(acked_, size, res.resumed_from);
         }
-        if (!lost) break;
     }
+
+    // The RESULT to DATA or DONE: installed (BYE sent, res filled), or a refusal (throws).
+    Ended verdict(const Frame& ans, SendResult& res) {
+        if (ans.payload.empty()) throw misbehaves("the device's RESULT has no status byte");
+        if (ans.payload[0] != 0) {
+            link_.send(make(FrameType::Bye, seq_++));
+            throw FlashError(FlashError::Refused, "the device refused the file: " + text_of(ans.payload, 1), acked_);
+        }
+        res.acked = bytes_.size();
+        res.message = text_of(ans.payload, 1);
+        link_.send(make(FrameType::Bye, seq_++));
+        return Ended::Installed;
+    }
+
+    // An answer outside the protocol: the device is not ember-console, or broken.
+    FlashError misbehaves(const std::string& what) {
+        link_.send(make(FrameType::Bye, seq_++));
+        return FlashError(FlashError::BadAnswer, what + ": the device does not follow firmware/PROTOCOL.md; BYE sent", acked_);
+    }
+
+    // The u64 "bytes held" that starts an ACK or a NAK.
+    uint64_t held_of(const Frame& f) {
+        try {
+            PayloadReader r(f.payload);
+            return r.u64("offset");
+        } catch (const Error& e) {
+            throw misbehaves(std::string("the device's ") + frame_type_name(f.type) + " is malformed: " + e.what());
+        }
+    }
+
+    void check_held(const Frame& f, uint64_t held) {
+        if (held > bytes_.size())
+            throw misbehaves(std::string("the device's ") + frame_type_name(f.type) + " says it holds " + std::to_string(held) + " bytes of a " +
+                             std::to_string(bytes_.size()) + "-byte file");
+    }
+
+    Link& link_;
+    const std::string& bytes_;
+    const SenderOptions& opts_;
+    uint32_t seq_ = 1;
+    uint64_t acked_ = 0;
+    bool answered_ = false;
+};
+
+}  // namespace
+
+SendResult send_file(int in_fd, int out_fd, const std::string& bytes, const std::string& name, const SenderOptions& opts) {
+    if (const std::string bad = check_model_name(name); !bad.empty()) fail(bad);
+    if (bytes.empty()) fail("the file is empty");
+    if (opts.chunk == 0 || opts.chunk > kDataChunk) fail("chunk ", opts.chunk, " not in 1..", kDataChunk);
+    if (opts.timeout_ms <= 0 || opts.retries <= 0) fail("timeout ", opts.timeout_ms, " ms and retries ", opts.retries, " must both be > 0");
+    SendResult res;
+    res.bytes = bytes.size();
+    const std::string sha_raw = sha256_raw(bytes.data(), bytes.size());
+    res.sha256 = hex_lower(sha_raw.data(), sha_raw.size());
+    std::vector<uint8_t> offer;
+    put_u64(offer, bytes.size());
+    offer.insert(offer.end(), sha_raw.begin(), sha_raw.end());
+    offer.push_back(static_cast<uint8_t>(name.size()));
+    offer.insert(offer.end(), name.begin(), name.end());
+    Link link(in_fd, out_fd, opts);
+    Sender sender(link, bytes, opts);
+    const std::string enter = opts.enter_flash_mode ? kEnterFlashMode : "";
+    bool dropped = false;  // the last offer ended in a NAK kNakNoTransfer
+    for (int i = 0; i <= opts.reoffers; ++i) {
+        const Sender::Ended ended = sender.offer(offer, enter, res);
+        res.retransmissions = link.retransmissions;
+        if (ended == Sender::Ended::Installed) return res;
+        dropped = ended == Sender::Ended::Dropped;
+    }
+    const uint64_t acked = sender.acked();
     const std::string tries = "no answer from the device after " + std::to_string(opts.retries) + " tries of " + std::to_string(opts.timeout_ms) + " ms";
-    if (!answered) {
+    if (!sender.answered()) {
         throw FlashError(FlashError::LinkLost,
                          tries + " to its offer: nothing was sent; is ember-console running on the other end of the line, at the same baud rate?",
                          acked);
