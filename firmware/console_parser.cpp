@@ -145,8 +145,155 @@ void expect_end(std::string_view s, size_t pos, const char* cmd, bool after_file
     throw Bad{std::string(cmd) + ": unexpected argument '" + printable(extra, 40) + "'" + hint};
 }
 
-Command parse(std::string_view line) {
-    // The line itself: UTF-8, no control characters but tab.
+// One function per command: the words after the command's name, from pos, into c (its kind
+// set); Bad with the reason otherwise.
+
+// help, or help COMMAND: that command's lines.
+void parse_help(std::string_view line, size_t& pos, Command& c) {
+    c.kind = CommandKind::Help;
+    const std::string topic(next_word(line, pos));
+    if (!topic.empty()) {
+        const std::vector<std::string>& names = command_names();
+        if (std::find(names.begin(), names.end(), topic) == names.end())
+            throw Bad{"help: no command '" + printable(topic, 40) + "'" + did_you_mean(topic, names) + " (help lists them)"};
+        c.name = topic;
+    }
+    expect_end(line, pos, "help");
+}
+
+// gen [OPTION VALUE]... [--skip-unknown] [-- | -p | --prompt] TEXT
+void parse_gen(std::string_view line, size_t& pos, Command& c) {
+    c.kind = CommandKind::Gen;
+    for (std::string_view opt; !(opt = next_option(line, pos, {"--", "-p", "--prompt"})).empty();) {
+        if (opt == "--skip-unknown") {
+            c.skip_unknown = true;
+            continue;
+        }
+        const GenOptionSpec* spec = find_gen_option(opt);
+        if (!spec) {
+            if (const std::string now = old_short_name(opt); !now.empty())
+                throw Bad{"gen: " + std::string(opt) + " is gone: write --" + now + " (gen takes ember generate's option names; see help gen)"};
+            std::vector<std::string> names = all_gen_option_names();
+            names.insert(names.end(), {"--skip-unknown", "--prompt"});
+            throw Bad{"gen: unknown option '" + printable(opt, 40) + "'" + did_you_mean(opt, names) +
+                      " (see help; -- or -p before a text that starts with '-')"};
+        }
+        apply_gen_option(*spec, option_value(line, pos, "gen", opt), c.settings);
+    }
+    c.text = unescape(rest_of(line, pos), "text");
+}
+
+// set KEY VALUE
+void parse_set(std::string_view line, size_t& pos, Command& c) {
+    c.kind = CommandKind::Set;
+    const std::string key(next_word(line, pos));
+    const std::string_view value = next_word(line, pos);
+    if (key.empty() || value.empty()) throw Bad{"set: usage: set KEY VALUE (see help)"};
+    expect_end(line, pos, "set");
+    apply_setting(key, value, c.settings);
+}
+
+// load NAME
+void parse_load(std::string_view line, size_t& pos, Command& c) {
+    c.kind = CommandKind::Load;
+    c.name = std::string(next_word(line, pos));
+    if (c.name.empty()) throw Bad{"load: usage: load NAME (see models)"};
+    expect_end(line, pos, "load");
+    if (const std::string bad = check_model_name(c.name); !bad.empty()) throw Bad{"load: " + bad};
+}
+
+// eval [--split val|all] [--skip-unknown] FILE
+void parse_eval(std::string_view line, size_t& pos, Command& c) {
+    c.kind = CommandKind::Eval;
+    for (std::string_view opt; !(opt = next_option(line, pos, {"--"})).empty();) {
+        if (opt == "--skip-unknown") {
+            c.skip_unknown = true;
+        } else if (opt == "--split") {
+            const std::string_view split = option_value(line, pos, "eval", opt);
+            if (split != "val" && split != "all") throw Bad{"eval: --split '" + printable(split, 40) + "': val | all"};
+            c.eval_all = split == "all";
+        } else {
+            throw Bad{"eval: unknown option '" + printable(opt, 40) + "'" + did_you_mean(opt, {"--split", "--skip-unknown"}) +
+                      " (usage: eval [--split val|all] [--skip-unknown] FILE)"};
+        }
+    }
+    c.file = next_path(line, pos, "eval");
+    if (c.file.empty()) throw Bad{"eval: usage: eval [--split val|all] [--skip-unknown] FILE"};
+    expect_end(line, pos, "eval", true);
+}
+
+// finetune [options] FILE
+void parse_finetune(std::string_view line, size_t& pos, Command& c) {
+    c.kind = CommandKind::Finetune;
+    FinetuneRequest& f = c.finetune;
+    for (;;) {
+        size_t p = pos;
+        const std::string_view opt = next_word(line, p);
+        if (opt.empty() || opt[0] != '-') break;  // the file
+        pos = p;
+        if (opt == "--") break;
+        if (opt == "--skip-unknown") {
+            f.skip_unknown = true;
+            continue;
+        }
+        const FinetuneOptionSpec* spec = find_finetune_option(opt);
+        if (!spec && opt != "--name" && opt != "--resume") {
+            std::vector<std::string> names = finetune_option_names();
+            names.insert(names.end(), {"--name", "--resume", "--skip-unknown"});
+            std::string list;
+            for (const std::string& n : names) list += (list.empty() ? "" : " ") + n;
+            throw Bad{"finetune: unknown option '" + printable(opt, 40) + "'" + did_you_mean(opt, names) + " (" + list + ")"};
+        }
+        const std::string_view v = next_word(line, pos);
+        if (v.empty()) throw Bad{"finetune: option " + std::string(opt) + " needs a value"};
+        if (spec) {
+            if (const std::string bad = parse_finetune_option(spec->id, v, f.options); !bad.empty()) throw Bad{"finetune: " + bad};
+        } else {
+            if (const std::string bad = check_model_name(std::string(v)); !bad.empty()) throw Bad{"finetune: " + std::string(opt) + ": " + bad};
+            (opt == "--name" ? f.name : f.resume) = std::string(v);
+        }
+    }
+    c.file = next_path(line, pos, "finetune");
+    if (c.file.empty()) throw Bad{"finetune: usage: finetune [options] FILE (see help)"};
+    expect_end(line, pos, "finetune", true);
+}
+
+// adapter NAME | adapter off
+void parse_adapter(std::string_view line, size_t& pos, Command& c) {
+    c.kind = CommandKind::Adapter;
+    c.name = std::string(next_word(line, pos));
+    if (c.name.empty()) throw Bad{"adapter: usage: adapter NAME | adapter off"};
+    expect_end(line, pos, "adapter");
+    if (c.name == "off") {
+        c.adapter_off = true;
+        c.name.clear();
+    } else if (const std::string bad = check_model_name(c.name); !bad.empty()) {
+        throw Bad{"adapter: " + bad};
+    }
+}
+
+// attn [--layer L] [--head H] [--top K] [--] TEXT
+void parse_attn(std::string_view line, size_t& pos, Command& c) {
+    c.kind = CommandKind::Attn;
+    bool seen[3] = {false, false, false};  // --layer, --head, --top: once each, as `ember attn` takes them
+    for (std::string_view opt; !(opt = next_option(line, pos, {"--"})).empty();) {
+        if (opt != "--layer" && opt != "--head" && opt != "--top")
+            throw Bad{"attn: unknown option '" + printable(opt, 40) + "'" + did_you_mean(opt, {"--layer", "--head", "--top"}) +
+                      " (--layer --head --top; -- before a text that starts with '-')"};
+        const int which = opt == "--layer" ? 0 : opt == "--head" ? 1 : 2;
+        if (seen[which]) throw Bad{"attn: " + std::string(opt) + " given 2 times: give it once"};
+        seen[which] = true;
+        const std::string_view v = option_value(line, pos, "attn", opt);
+        // The ranges of `ember attn` (cli/attn_cmd.cpp).
+        const int x = static_cast<int>(parse_int(v, std::string(opt).c_str(), which == 2 ? 1 : 0, which == 2 ? 1 << 20 : 1 << 16));
+        (which == 0 ? c.attn.layer : which == 1 ? c.attn.head : c.attn.top) = x;
+    }
+    c.text = unescape(rest_of(line, pos), "attn");
+    if (c.text.empty()) throw Bad{"attn: usage: attn [--layer L] [--head H] [--top K] [--] TEXT"};
+}
+
+// The line itself: UTF-8, no control characters but tab.
+void check_line(std::string_view line) {
     size_t at = 0;
     uint32_t cp = 0;
     while (at < line.size()) {
@@ -154,150 +301,29 @@ Command parse(std::string_view line) {
         if (!utf8_next(line, at, cp)) throw Bad{"line is not valid UTF-8 (byte " + std::to_string(here) + ")"};
         if ((cp < 0x20 && cp != '\t') || cp == 0x7f) throw Bad{"control character " + describe_code_point(cp) + " at byte " + std::to_string(here)};
     }
+}
+
+Command parse(std::string_view line) {
+    check_line(line);
     Command c;
     size_t pos = 0;
     const std::string word(next_word(line, pos));
     if (word.empty()) return c;
-    if (word == "help") {  // help, or help COMMAND: that command's lines
-        c.kind = CommandKind::Help;
-        const std::string topic(next_word(line, pos));
-        if (!topic.empty()) {
-            const std::vector<std::string>& names = command_names();
-            if (std::find(names.begin(), names.end(), topic) == names.end())
-                throw Bad{"help: no command '" + printable(topic, 40) + "'" + did_you_mean(topic, names) + " (help lists them)"};
-            c.name = topic;
-        }
-        expect_end(line, pos, "help");
-        return c;
-    }
     if (word == "info" || word == "models" || word == "flash") {
         expect_end(line, pos, word.c_str());
         c.kind = word == "info" ? CommandKind::Info : word == "models" ? CommandKind::Models : CommandKind::Flash;
         return c;
     }
-    if (word == "gen") {
-        c.kind = CommandKind::Gen;
-        for (std::string_view opt; !(opt = next_option(line, pos, {"--", "-p", "--prompt"})).empty();) {
-            if (opt == "--skip-unknown") {
-                c.skip_unknown = true;
-                continue;
-            }
-            const GenOptionSpec* spec = find_gen_option(opt);
-            if (!spec) {
-                if (const std::string now = old_short_name(opt); !now.empty())
-                    throw Bad{"gen: " + std::string(opt) + " is gone: write --" + now + " (gen takes ember generate's option names; see help gen)"};
-                std::vector<std::string> names = all_gen_option_names();
-                names.insert(names.end(), {"--skip-unknown", "--prompt"});
-                throw Bad{"gen: unknown option '" + printable(opt, 40) + "'" + did_you_mean(opt, names) +
-                          " (see help; -- or -p before a text that starts with '-')"};
-            }
-            apply_gen_option(*spec, option_value(line, pos, "gen", opt), c.settings);
+    static constexpr struct {
+        const char* word;
+        void (*parse)(std::string_view, size_t&, Command&);
+    } kParsers[] = {{"help", parse_help}, {"gen", parse_gen}, {"set", parse_set}, {"load", parse_load}, {"eval", parse_eval},
+                    {"finetune", parse_finetune}, {"adapter", parse_adapter}, {"attn", parse_attn}};
+    for (const auto& p : kParsers) {
+        if (word == p.word) {
+            p.parse(line, pos, c);
+            return c;
         }
-        c.text = unescape(rest_of(line, pos), "text");
-        return c;
-    }
-    if (word == "set") {
-        c.kind = CommandKind::Set;
-        const std::string key(next_word(line, pos));
-        const std::string_view value = next_word(line, pos);
-        if (key.empty() || value.empty()) throw Bad{"set: usage: set KEY VALUE (see help)"};
-        expect_end(line, pos, "set");
-        apply_setting(key, value, c.settings);
-        return c;
-    }
-    if (word == "load") {
-        c.kind = CommandKind::Load;
-        c.name = std::string(next_word(line, pos));
-        if (c.name.empty()) throw Bad{"load: usage: load NAME (see models)"};
-        expect_end(line, pos, "load");
-        if (const std::string bad = check_model_name(c.name); !bad.empty()) throw Bad{"load: " + bad};
-        return c;
-    }
-    if (word == "eval") {
-        c.kind = CommandKind::Eval;
-        for (std::string_view opt; !(opt = next_option(line, pos, {"--"})).empty();) {
-            if (opt == "--skip-unknown") {
-                c.skip_unknown = true;
-            } else if (opt == "--split") {
-                const std::string_view split = option_value(line, pos, "eval", opt);
-                if (split != "val" && split != "all") throw Bad{"eval: --split '" + printable(split, 40) + "': val | all"};
-                c.eval_all = split == "all";
-            } else {
-                throw Bad{"eval: unknown option '" + printable(opt, 40) + "'" + did_you_mean(opt, {"--split", "--skip-unknown"}) +
-                          " (usage: eval [--split val|all] [--skip-unknown] FILE)"};
-            }
-        }
-        c.file = next_path(line, pos, "eval");
-        if (c.file.empty()) throw Bad{"eval: usage: eval [--split val|all] [--skip-unknown] FILE"};
-        expect_end(line, pos, "eval", true);
-        return c;
-    }
-    if (word == "finetune") {
-        c.kind = CommandKind::Finetune;
-        FinetuneRequest& f = c.finetune;
-        for (;;) {
-            size_t p = pos;
-            const std::string_view opt = next_word(line, p);
-            if (opt.empty() || opt[0] != '-') break;  // the file
-            pos = p;
-            if (opt == "--") break;
-            if (opt == "--skip-unknown") {
-                f.skip_unknown = true;
-                continue;
-            }
-            const FinetuneOptionSpec* spec = find_finetune_option(opt);
-            if (!spec && opt != "--name" && opt != "--resume") {
-                std::vector<std::string> names = finetune_option_names();
-                names.insert(names.end(), {"--name", "--resume", "--skip-unknown"});
-                std::string list;
-                for (const std::string& n : names) list += (list.empty() ? "" : " ") + n;
-                throw Bad{"finetune: unknown option '" + printable(opt, 40) + "'" + did_you_mean(opt, names) + " (" + list + ")"};
-            }
-            const std::string_view v = next_word(line, pos);
-            if (v.empty()) throw Bad{"finetune: option " + std::string(opt) + " needs a value"};
-            if (spec) {
-                if (const std::string bad = parse_finetune_option(spec->id, v, f.options); !bad.empty()) throw Bad{"finetune: " + bad};
-            } else {
-                if (const std::string bad = check_model_name(std::string(v)); !bad.empty()) throw Bad{"finetune: " + std::string(opt) + ": " + bad};
-                (opt == "--name" ? f.name : f.resume) = std::string(v);
-            }
-        }
-        c.file = next_path(line, pos, "finetune");
-        if (c.file.empty()) throw Bad{"finetune: usage: finetune [options] FILE (see help)"};
-        expect_end(line, pos, "finetune", true);
-        return c;
-    }
-    if (word == "adapter") {
-        c.kind = CommandKind::Adapter;
-        c.name = std::string(next_word(line, pos));
-        if (c.name.empty()) throw Bad{"adapter: usage: adapter NAME | adapter off"};
-        expect_end(line, pos, "adapter");
-        if (c.name == "off") {
-            c.adapter_off = true;
-            c.name.clear();
-        } else if (const std::string bad = check_model_name(c.name); !bad.empty()) {
-            throw Bad{"adapter: " + bad};
-        }
-        return c;
-    }
-    if (word == "attn") {
-        c.kind = CommandKind::Attn;
-        bool seen[3] = {false, false, false};  // --layer, --head, --top: once each, as `ember attn` takes them
-        for (std::string_view opt; !(opt = next_option(line, pos, {"--"})).empty();) {
-            if (opt != "--layer" && opt != "--head" && opt != "--top")
-                throw Bad{"attn: unknown option '" + printable(opt, 40) + "'" + did_you_mean(opt, {"--layer", "--head", "--top"}) +
-                          " (--layer --head --top; -- before a text that starts with '-')"};
-            const int which = opt == "--layer" ? 0 : opt == "--head" ? 1 : 2;
-            if (seen[which]) throw Bad{"attn: " + std::string(opt) + " given 2 times: give it once"};
-            seen[which] = true;
-            const std::string_view v = option_value(line, pos, "attn", opt);
-            // The ranges of `ember attn` (cli/attn_cmd.cpp).
-            const int x = static_cast<int>(parse_int(v, std::string(opt).c_str(), which == 2 ? 1 : 0, which == 2 ? 1 << 20 : 1 << 16));
-            (which == 0 ? c.attn.layer : which == 1 ? c.attn.head : c.attn.top) = x;
-        }
-        c.text = unescape(rest_of(line, pos), "attn");
-        if (c.text.empty()) throw Bad{"attn: usage: attn [--layer L] [--head H] [--top K] [--] TEXT"};
-        return c;
     }
     throw Bad{"unknown command '" + printable(word, 40) + "'" + did_you_mean(word, command_names()) + " (try help)"};
 }
