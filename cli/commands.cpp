@@ -353,6 +353,109 @@ int cmd_eval(const EvalArgs& a) {
     return 0;
 }
 
+namespace {
+
+// What `ember bench` measured, for its text and its JSON.
+struct BenchFigures {
+    int n_prefill = 0, steps = 0;                           // tokens per prefill run, per decode run
+    RunStats prefill, decode;                               // tokens/s over the timed runs
+    Backend::DispatchCounts prefill_counts, decode_counts;  // the timed runs' thread-pool dispatches
+};
+
+// Prefill: one window of n_prefill tokens (default block_size). CPU: forward_window (logits of
+// every row), or with --prefill-logits last the prompt path. CUDA: reset + append (the prompt
+// path, last-row logits), so that copying [block_size, V] logits to the host is not counted as
+// prefill. Decode: from one token, `steps` new tokens (within the KV cache), greedy. Each after
+// one warm-up run. Throws Error for -p or -n past block_size.
+BenchFigures measure_bench(Session& session, const ModelConfig& c, const BenchArgs& a, bool gpu) {
+    const Backend& backend = session.backend();
+    BenchFigures f;
+    f.n_prefill = a.prompt > 0 ? a.prompt : c.block_size;
+    f.steps = a.tokens > 0 ? a.tokens : c.block_size - 1;
+    if (f.n_prefill > c.block_size) throw Error("bench: -p " + std::to_string(f.n_prefill) + " exceeds block_size " + std::to_string(c.block_size));
+    if (f.steps > c.block_size - 1) throw Error("bench: -n " + std::to_string(f.steps) + " exceeds block_size - 1 = " + std::to_string(c.block_size - 1));
+    SamplerOptions greedy;
+    greedy.temperature = 0.0f;
+    Sampler sampler(greedy, c.tokenizer_size, session.sampler_probs(), session.sampler_ids());
+    std::vector<int> window(f.n_prefill);
+    for (int i = 0; i < f.n_prefill; ++i) window[i] = (i * 7 + 3) % c.tokenizer_size;
+    auto prefill_once = [&] {
+        if (gpu || a.prefill_logits == "last") {
+            session.reset();
+            session.append(window.data(), f.n_prefill);
+        } else {
+            session.forward_window(window.data(), f.n_prefill);
+        }
+    };
+    // The thread pool's dispatches (all, and run on the caller alone) over the timed runs.
+    auto counts_since = [&backend](const Backend::DispatchCounts& from) {
+        const Backend::DispatchCounts now = backend.dispatch_counts();
+        return Backend::DispatchCounts{now.dispatches - from.dispatches, now.solo - from.solo};
+    };
+    std::vector<double> prefill, decode;
+    prefill_once();  // warm-up
+    const Backend::DispatchCounts prefill_from = backend.dispatch_counts();
+    for (int r = 0; r < a.runs; ++r) {
+        const auto t0 = std::chrono::steady_clock::now();
+        prefill_once();
+        prefill.push_back(f.n_prefill / seconds_since(t0));
+    }
+    f.prefill_counts = counts_since(prefill_from);
+    Backend::DispatchCounts decode_from;
+    for (int r = 0; r <= a.runs; ++r) {
+        if (r == 1) decode_from = backend.dispatch_counts();
+        session.reset();
+        int id = 0;
+        session.append(&id, 1);
+        const auto t0 = std::chrono::steady_clock::now();
+        for (int s = 0; s < f.steps; ++s) {
+            id = sampler.sample(session.logits());
+            session.append(&id, 1);
+        }
+        if (r > 0) decode.push_back(f.steps / seconds_since(t0));  // run 0 warms up
+    }
+    f.decode_counts = counts_since(decode_from);
+    f.prefill = run_stats(prefill);
+    f.decode = run_stats(decode);
+    return f;
+}
+
+// The CPU kernels chosen by the CPU's features (and EMBER_CPU_KERNELS); int8's as this
+// model's first layer gets it (the cache hint, kernels/cpu/weights.h).
+std::string cpu_kernels_line(const Model& model) {
+    kernels::WeightView i8 = model.weights().layers[0].qkv;
+    i8.type = kernels::WType::I8;
+    return std::string(kernels::linear_kernel_name(kernels::WType::F32)) + ", " + kernels::linear_kernel_name(kernels::WType::F16) + ", " +
+           kernels::linear_kernel_name(i8) + ", attention/layernorm/activation: " + kernels::ops_kernel_name();
+}
+
+// "last-level cache: ..." of bench's text: the cache hint needs the cache's size; where neither
+// EMBER_LLC_BYTES nor sysfs gives it (some VMs and containers) the weights are taken to come
+// from DRAM, which bench says.
+void print_llc_line(const Model& model) {
+    const size_t llc = kernels::last_level_cache_bytes();
+    if (llc == 0) {
+        const bool env_zero = std::string(kernels::last_level_cache_source()) == "EMBER_LLC_BYTES";
+        std::printf("last-level cache: size unknown (%s): int8 weights are taken to come from DRAM, so the 8-row decode kernel "
+                    "of cache-resident weights is not used%s\n",
+                    env_zero ? "EMBER_LLC_BYTES=0" : "no /sys/devices/system/cpu/cpu0/cache, EMBER_LLC_BYTES not set to a size",
+                    env_zero ? "" : " (EMBER_LLC_BYTES=32M, say, gives the cache's size)");
+        return;
+    }
+    char size[40];
+    if (llc >= (size_t{1} << 20)) {
+        std::snprintf(size, sizeof size, "%.1f MiB", llc / 1048576.0);
+    } else if (llc >= 1024) {
+        std::snprintf(size, sizeof size, "%zu KiB", llc >> 10);
+    } else {
+        std::snprintf(size, sizeof size, "%zu bytes", llc);
+    }
+    std::printf("last-level cache: %s (%s); int8 weights %s\n", size, kernels::last_level_cache_source(),
+                model.weight_bytes() <= llc ? "fit in it (8-row decode kernel where the group size allows)" : "exceed it");
+}
+
+}  // namespace
+
 int cmd_bench(const BenchArgs& a) {
     auto model = Model::open(a.model, a.load);
     const ModelConfig& c = model->config();
@@ -363,57 +466,9 @@ int cmd_bench(const BenchArgs& a) {
     auto session = make_session(*model, so, parse_backend(a.backend));
     const Backend& backend = session->backend();
     const bool gpu = std::string(backend.name()) == "cuda";
-    SamplerOptions greedy;
-    greedy.temperature = 0.0f;
-    Sampler sampler(greedy, c.tokenizer_size, session->sampler_probs(), session->sampler_ids());
-    const int n_prefill = a.prompt > 0 ? a.prompt : c.block_size;
-    const int steps = a.tokens > 0 ? a.tokens : c.block_size - 1;
-    if (n_prefill > c.block_size) throw Error("bench: -p " + std::to_string(n_prefill) + " exceeds block_size " + std::to_string(c.block_size));
-    if (steps > c.block_size - 1) throw Error("bench: -n " + std::to_string(steps) + " exceeds block_size - 1 = " + std::to_string(c.block_size - 1));
-    std::vector<int> window(n_prefill);
-    for (int i = 0; i < n_prefill; ++i) window[i] = (i * 7 + 3) % c.tokenizer_size;
-
-    // Prefill: one window of n_prefill tokens (default block_size). CPU: forward_window (logits of every
-    // row), or with --prefill-logits last the prompt path. CUDA: reset + append (the prompt path,
-    // last-row logits), so that copying [block_size, V] logits to the host is not counted as prefill.
-    auto prefill_once = [&] {
-        if (gpu || a.prefill_logits == "last") {
-            session->reset();
-            session->append(window.data(), n_prefill);
-        } else {
-            session->forward_window(window.data(), n_prefill);
-        }
-    };
-    std::vector<double> prefill, decode;
-    prefill_once();  // warm-up
-    // The thread pool's dispatches (all, and run on the caller alone) over the timed runs.
-    auto counts_since = [&backend](const Backend::DispatchCounts& from) {
-        const Backend::DispatchCounts now = backend.dispatch_counts();
-        return Backend::DispatchCounts{now.dispatches - from.dispatches, now.solo - from.solo};
-    };
-    const Backend::DispatchCounts prefill_from = backend.dispatch_counts();
-    for (int r = 0; r < a.runs; ++r) {
-        const auto t0 = std::chrono::steady_clock::now();
-        prefill_once();
-        prefill.push_back(n_prefill / seconds_since(t0));
-    }
-    const Backend::DispatchCounts prefill_counts = counts_since(prefill_from);
-    // Decode: from one token, `steps` new tokens (within the KV cache), greedy.
-    Backend::DispatchCounts decode_from;
-    for (int r = 0; r <= a.runs; ++r) {
-        if (r == 1) decode_from = backend.dispatch_counts();
-        session->reset();
-        int id = 0;
-        session->append(&id, 1);
-        const auto t0 = std::chrono::steady_clock::now();
-        for (int s = 0; s < steps; ++s) {
-            id = sampler.sample(session->logits());
-            session->append(&id, 1);
-        }
-        if (r > 0) decode.push_back(steps / seconds_since(t0));  // run 0 warms up
-    }
-    const Backend::DispatchCounts decode_counts = counts_since(decode_from);
-    const RunStats ps = run_stats(prefill), ds = run_stats(decode);
+    const BenchFigures f = measure_bench(*session, c, a, gpu);
+    const RunStats &ps = f.prefill, &ds = f.decode;
+    const int steps = f.steps;
     // block_size 1 leaves no token to decode: no figure (JSON null), not "0 tokens/s".
     auto none_if_no_steps = [steps](double v) { return steps > 0 ? nlohmann::json(v) : nlohmann::json(); };
     const double p = ps.median, d = ds.median;
@@ -424,29 +479,20 @@ int cmd_bench(const BenchArgs& a) {
         dev = cuda_device_info();
         if (dev.peak_bytes_per_s > 0) share = static_cast<double>(model->weight_bytes()) * d / dev.peak_bytes_per_s;
     }
-    // The CPU kernels chosen by the CPU's features (and EMBER_CPU_KERNELS); int8's as this
-    // model's first layer gets it (the cache hint, kernels/cpu/weights.h).
-    kernels::WeightView i8 = model->weights().layers[0].qkv;
-    i8.type = kernels::WType::I8;
-    const std::string kernels = std::string(kernels::linear_kernel_name(kernels::WType::F32)) + ", " +
-                                kernels::linear_kernel_name(kernels::WType::F16) + ", " + kernels::linear_kernel_name(i8) +
-                                ", attention/layernorm/activation: " + kernels::ops_kernel_name();
-    // The cache hint needs the last-level cache's size; where neither EMBER_LLC_BYTES nor sysfs
-    // gives it (some VMs and containers) the weights are taken to come from DRAM, which bench says.
-    const size_t llc = kernels::last_level_cache_bytes();
+    const std::string kernels = cpu_kernels_line(*model);
     if (a.json) {
         nlohmann::json j{{"engine", "ember"}, {"backend", backend.name()}, {"threads", threads}, {"runs", a.runs},
                          {"prefill_tok_s", p}, {"prefill_tok_s_min", ps.min}, {"prefill_tok_s_max", ps.max},
-                         {"decode_tok_s", none_if_no_steps(d)}, {"decode_tok_s_min", none_if_no_steps(ds.min)}, {"decode_tok_s_max", none_if_no_steps(ds.max)}, {"prefill_tokens", n_prefill}, {"prefill_logits", gpu ? "last" : a.prefill_logits}, {"decode_tokens", steps}, {"block_size", c.block_size}, {"weight_bytes", model->weight_bytes()},
+                         {"decode_tok_s", none_if_no_steps(d)}, {"decode_tok_s_min", none_if_no_steps(ds.min)}, {"decode_tok_s_max", none_if_no_steps(ds.max)}, {"prefill_tokens", f.n_prefill}, {"prefill_logits", gpu ? "last" : a.prefill_logits}, {"decode_tokens", steps}, {"block_size", c.block_size}, {"weight_bytes", model->weight_bytes()},
                          {"mmap", a.load.mmap}, {"mlock", a.load.mlock}, {"mlocked", model->locked()}, {"huge_page_bytes", model->huge_page_bytes()}};
         if (!gpu) {
             j["kernels"] = kernels;
-            j["last_level_cache_bytes"] = llc;  // 0: unknown
+            j["last_level_cache_bytes"] = kernels::last_level_cache_bytes();  // 0: unknown
             j["last_level_cache_source"] = kernels::last_level_cache_source();
-            j["prefill_dispatches"] = prefill_counts.dispatches;  // the timed runs' (thread pool)
-            j["prefill_solo_dispatches"] = prefill_counts.solo;
-            j["decode_dispatches"] = decode_counts.dispatches;
-            j["decode_solo_dispatches"] = decode_counts.solo;
+            j["prefill_dispatches"] = f.prefill_counts.dispatches;  // the timed runs' (thread pool)
+            j["prefill_solo_dispatches"] = f.prefill_counts.solo;
+            j["decode_dispatches"] = f.decode_counts.dispatches;
+            j["decode_solo_dispatches"] = f.decode_counts.solo;
         }
         j["kv_cache"] = gpu ? "f16" : kernels::kv_dtype_name(so.kv_cache);  // the CUDA backend's is always fp16
         if (gpu) {
@@ -456,56 +502,37 @@ int cmd_bench(const BenchArgs& a) {
             j["describe"] = backend.describe();
         }
         std::printf("%s\n", j.dump().c_str());
+        return 0;
+    }
+    std::printf("model: %s (n_layer %d, n_head %d, n_embd %d, block_size %d, %zu weight bytes)\n", a.model.c_str(), c.n_layer, c.n_head,
+                c.n_embd, c.block_size, model->weight_bytes());
+    if (gpu) {
+        std::printf("backend: cuda, %s (sm_%d%d, %.0f GB/s peak from the memory clock and bus width)\n", dev.name.c_str(), dev.major, dev.minor,
+                    dev.peak_bytes_per_s / 1e9);
     } else {
-        std::printf("model: %s (n_layer %d, n_head %d, n_embd %d, block_size %d, %zu weight bytes)\n", a.model.c_str(), c.n_layer,
-                    c.n_head, c.n_embd, c.block_size, model->weight_bytes());
-        if (gpu) {
-            std::printf("backend: cuda, %s (sm_%d%d, %.0f GB/s peak from the memory clock and bus width)\n", dev.name.c_str(), dev.major,
-                        dev.minor, dev.peak_bytes_per_s / 1e9);
-        } else {
-            std::printf("backend: cpu\nthreads: %d\nkernels: %s\nkv cache: %s\n", threads, kernels.c_str(),
-                        kernels::kv_dtype_name(so.kv_cache));
-            if (llc == 0) {
-                const bool env_zero = std::string(kernels::last_level_cache_source()) == "EMBER_LLC_BYTES";
-                std::printf("last-level cache: size unknown (%s): int8 weights are taken to come from DRAM, so the 8-row decode kernel "
-                            "of cache-resident weights is not used%s\n",
-                            env_zero ? "EMBER_LLC_BYTES=0" : "no /sys/devices/system/cpu/cpu0/cache, EMBER_LLC_BYTES not set to a size",
-                            env_zero ? "" : " (EMBER_LLC_BYTES=32M, say, gives the cache's size)");
-            } else {
-                char size[40];
-                if (llc >= (size_t{1} << 20)) {
-                    std::snprintf(size, sizeof size, "%.1f MiB", llc / 1048576.0);
-                } else if (llc >= 1024) {
-                    std::snprintf(size, sizeof size, "%zu KiB", llc >> 10);
-                } else {
-                    std::snprintf(size, sizeof size, "%zu bytes", llc);
-                }
-                std::printf("last-level cache: %s (%s); int8 weights %s\n", size, kernels::last_level_cache_source(),
-                            model->weight_bytes() <= llc ? "fit in it (8-row decode kernel where the group size allows)"
-                                                         : "exceed it");
-            }
+        std::printf("backend: cpu\nthreads: %d\nkernels: %s\nkv cache: %s\n", threads, kernels.c_str(), kernels::kv_dtype_name(so.kv_cache));
+        print_llc_line(*model);
+    }
+    if (!backend.describe().empty()) std::printf("%s\n", backend.describe().c_str());
+    std::printf("weights: %s\n", weights_held(*model, a.load).c_str());
+    auto print_solo = [threads](const Backend::DispatchCounts& n) {
+        if (threads > 1 && n.dispatches > 0) {
+            std::printf("         %ld of %ld dispatches to the %d threads ran on this thread alone (workers measured slower)\n", n.solo,
+                        n.dispatches, threads);
         }
-        if (!backend.describe().empty()) std::printf("%s\n", backend.describe().c_str());
-        std::printf("weights: %s\n", weights_held(*model, a.load).c_str());
-        auto print_solo = [threads](const Backend::DispatchCounts& n) {
-            if (threads > 1 && n.dispatches > 0) {
-                std::printf("         %ld of %ld dispatches to the %d threads ran on this thread alone (workers measured slower)\n", n.solo,
-                            n.dispatches, threads);
-            }
-        };
-        std::printf("prefill: %.0f tokens/s (window of %d; median of %d runs, min %.0f, max %.0f)\n", p, n_prefill, a.runs, ps.min, ps.max);
-        print_solo(prefill_counts);
-        if (steps == 0) {
-            std::printf("decode:  none (block_size %d leaves no token to decode after the first)\n", c.block_size);
-        } else {
-            std::printf("decode:  %.0f tokens/s (%d tokens within block_size; median of %d runs, min %.0f, max %.0f)\n", d, steps, a.runs,
-                        ds.min, ds.max);
-            print_solo(decode_counts);
-        }
-        if (gpu) {
-            std::printf("decode bandwidth: %.1f%% of peak (%zu weight bytes per token x %.0f tokens/s / %.0f GB/s)\n", 100.0 * share,
-                        model->weight_bytes(), d, dev.peak_bytes_per_s / 1e9);
-        }
+    };
+    std::printf("prefill: %.0f tokens/s (window of %d; median of %d runs, min %.0f, max %.0f)\n", p, f.n_prefill, a.runs, ps.min, ps.max);
+    print_solo(f.prefill_counts);
+    if (steps == 0) {
+        std::printf("decode:  none (block_size %d leaves no token to decode after the first)\n", c.block_size);
+    } else {
+        std::printf("decode:  %.0f tokens/s (%d tokens within block_size; median of %d runs, min %.0f, max %.0f)\n", d, steps, a.runs, ds.min,
+                    ds.max);
+        print_solo(f.decode_counts);
+    }
+    if (gpu) {
+        std::printf("decode bandwidth: %.1f%% of peak (%zu weight bytes per token x %.0f tokens/s / %.0f GB/s)\n", 100.0 * share,
+                    model->weight_bytes(), d, dev.peak_bytes_per_s / 1e9);
     }
     return 0;
 }
