@@ -57,18 +57,15 @@ std::vector<float> read_tensor(const std::string& path, const std::string& name,
     return values;
 }
 
-}  // namespace
-
-bool looks_like_safetensors(const uint8_t* head, size_t head_size) {
-    if (head_size < 9) return false;
-    const uint64_t n = read_le64(head);
-    return n >= 2 && n <= kMaxHeaderBytes && head[8] == '{';
-}
-
-// Reads the header, then each tensor's bytes on their own (one tensor's bytes held at a time, not
-// the whole file: a 6 GB checkpoint would otherwise sit in memory beside its f32 copies), now
-// or, lazy, when the converter asks for them.
-Checkpoint read_safetensors(const std::string& path, bool lazy) {
+// The 8-byte length and the JSON header after it, checked: the length against the file, the
+// JSON for a key given twice (nlohmann keeps the last silently; the format has one entry per
+// name, and one dtype, shape and data_offsets per entry).
+struct SafetensorsHeader {
+    nlohmann::json json;
+    uint64_t data_start = 0;  // file offset of the data (8 + the header's length)
+    uint64_t data_size = 0;   // bytes from there to the end of the file
+};
+SafetensorsHeader read_header(const std::string& path) {
     std::ifstream in(path, std::ios::binary | std::ios::ate);
     if (!in) fail(path, ": cannot open (", std::strerror(errno), ")");
     const std::streamoff file_size_signed = in.tellg();
@@ -86,12 +83,10 @@ Checkpoint read_safetensors(const std::string& path, bool lazy) {
     }
     std::string header_text(static_cast<size_t>(header_len), '\0');
     if (!in.read(header_text.data(), static_cast<std::streamsize>(header_len))) fail(path, ": read failed");
-    const uint64_t data_start = 8 + header_len;
-    const uint64_t data_size = file_size - data_start;
-
-    nlohmann::json header;
-    // A key given twice: nlohmann keeps the last silently; the format has one entry per name,
-    // and one dtype, shape and data_offsets per entry.
+    SafetensorsHeader h;
+    h.data_start = 8 + header_len;
+    h.data_size = file_size - h.data_start;
+    nlohmann::json& header = h.json;
     std::set<std::string> names, fields;
     std::string entry, twice, twice_in;
     try {
@@ -116,12 +111,54 @@ Checkpoint read_safetensors(const std::string& path, bool lazy) {
         fail(path, ": safetensors header has the entry '", printable(twice), "' twice");
     }
     if (!twice.empty()) fail(path, ": safetensors entry '", printable(twice_in), "' has the key '", printable(twice), "' twice");
-    // Every tensor's [begin, end) in the data, checked at the end to tile it exactly.
-    struct Span {
-        uint64_t begin, end;
-        std::string name;
-    };
-    std::vector<Span> spans;
+    return h;
+}
+
+// A tensor's [begin, end) in the data.
+struct Span {
+    uint64_t begin, end;
+    std::string name;
+};
+
+// The format's rule (huggingface/safetensors): the tensors' bytes follow one another from
+// offset 0 to the end of the file, no overlap, no hole, nothing after. Two tensors on the
+// same bytes, or bytes no tensor owns, mean a file that was not written as it claims.
+void check_spans_tile(const std::string& path, std::vector<Span> spans, uint64_t data_size) {
+    std::sort(spans.begin(), spans.end(), [](const Span& a, const Span& b) { return a.begin != b.begin ? a.begin < b.begin : a.end < b.end; });
+    uint64_t at = 0;
+    for (size_t i = 0; i < spans.size(); ++i) {
+        if (spans[i].begin < at) {
+            fail(path, ": safetensors tensors '", printable(spans[i - 1].name), "' and '", printable(spans[i].name),
+                 "' share data bytes (data_offsets overlap at ", spans[i].begin, ")");
+        }
+        if (spans[i].begin > at) {
+            fail(path, ": safetensors data bytes ", at, " to ", spans[i].begin, " belong to no tensor (a hole before '",
+                 printable(spans[i].name), "')");
+        }
+        at = spans[i].end;
+    }
+    if (at != data_size) {
+        fail(path, ": safetensors data holds ", data_size - at, data_size - at == 1 ? " byte" : " bytes", " after the last tensor (", data_size,
+             " data bytes, tensors end at ", at, ")");
+    }
+}
+
+}  // namespace
+
+bool looks_like_safetensors(const uint8_t* head, size_t head_size) {
+    if (head_size < 9) return false;
+    const uint64_t n = read_le64(head);
+    return n >= 2 && n <= kMaxHeaderBytes && head[8] == '{';
+}
+
+// Reads the header, then each tensor's bytes on their own (one tensor's bytes held at a time, not
+// the whole file: a 6 GB checkpoint would otherwise sit in memory beside its f32 copies), now
+// or, lazy, when the converter asks for them.
+Checkpoint read_safetensors(const std::string& path, bool lazy) {
+    const SafetensorsHeader h = read_header(path);
+    const nlohmann::json& header = h.json;
+    const uint64_t data_start = h.data_start, data_size = h.data_size;
+    std::vector<Span> spans;  // every tensor's, checked at the end to tile the data exactly
 
     Checkpoint ckpt;
     for (const auto& [name, info] : header.items()) {
@@ -179,26 +216,7 @@ Checkpoint read_safetensors(const std::string& path, bool lazy) {
         ckpt.tensors.emplace(name, std::move(t));
     }
     if (ckpt.tensors.empty()) fail(path, ": safetensors file holds no tensors");
-    // The format's rule (huggingface/safetensors): the tensors' bytes follow one another from
-    // offset 0 to the end of the file, no overlap, no hole, nothing after. Two tensors on the
-    // same bytes, or bytes no tensor owns, mean a file that was not written as it claims.
-    std::sort(spans.begin(), spans.end(), [](const Span& a, const Span& b) { return a.begin != b.begin ? a.begin < b.begin : a.end < b.end; });
-    uint64_t at = 0;
-    for (size_t i = 0; i < spans.size(); ++i) {
-        if (spans[i].begin < at) {
-            fail(path, ": safetensors tensors '", printable(spans[i - 1].name), "' and '", printable(spans[i].name),
-                 "' share data bytes (data_offsets overlap at ", spans[i].begin, ")");
-        }
-        if (spans[i].begin > at) {
-            fail(path, ": safetensors data bytes ", at, " to ", spans[i].begin, " belong to no tensor (a hole before '",
-                 printable(spans[i].name), "')");
-        }
-        at = spans[i].end;
-    }
-    if (at != data_size) {
-        fail(path, ": safetensors data holds ", data_size - at, data_size - at == 1 ? " byte" : " bytes", " after the last tensor (", data_size,
-             " data bytes, tensors end at ", at, ")");
-    }
+    check_spans_tile(path, std::move(spans), data_size);
     return ckpt;
 }
 
