@@ -75,38 +75,35 @@ void make_raw(int fd) {
     if (::tcsetattr(fd, TCSAFLUSH, &t) != 0) fail("stdin: tcsetattr: ", std::strerror(errno));
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-    ember::report_truncated_model_files();  // a model file truncated under its mapping: said, not only "Bus error"
-    cli::warn_bad_kernel_env("ember-console");
-    CLI::App app{"ember-console: the ember serial console (generate, load, eval, finetune, flash)"};
-    app.formatter(std::make_shared<cli::HelpFormatter>());
-    app.footer("Type help at the console's prompt for its commands. The host's side: ember --help (ember flash sends a model).");
+// The command line's values.
+struct Args {
     std::string port;
     int baud = 115200;
     bool rtscts = false, use_stdio = false;
+    std::string backend = "auto", kv_cache = "f16";
     fw::ConsoleOptions o;
-    auto* p = app.add_option("--port", port, "serial device, e.g. /dev/ttyTHS0 or /dev/ttyGS0");
-    auto* s = app.add_flag("--stdio", use_stdio, "use stdin/stdout (tests, ssh)");
+};
+
+void add_options(CLI::App& app, Args& a) {
+    fw::ConsoleOptions& o = a.o;
+    auto* p = app.add_option("--port", a.port, "serial device, e.g. /dev/ttyTHS0 or /dev/ttyGS0");
+    auto* s = app.add_flag("--stdio", a.use_stdio, "use stdin/stdout (tests, ssh)");
     p->excludes(s);
-    cli::add_int_option_once(&app, "--baud", baud, 50, 4000000, "line rate (a standard rate up to 4000000)")->check(CLI::Validator(
+    cli::add_int_option_once(&app, "--baud", a.baud, 50, 4000000, "line rate (a standard rate up to 4000000)")->check(CLI::Validator(
         [](std::string& v) {
             long long rate = 0;
             if (!parse_int(v, "", 50, 4000000, rate).empty()) return std::string();  // add_int_option's own refusal
             return fw::is_standard_baud(static_cast<int>(rate)) ? std::string() : "not a standard rate (" + fw::standard_bauds() + ")";
         },
         "BAUD"));
-    app.add_flag("--rtscts", rtscts, "RTS/CTS hardware flow control");
+    app.add_flag("--rtscts", a.rtscts, "RTS/CTS hardware flow control");
     app.add_option("--models", o.models_dir, "folder of NAME.ember files (flash installs there)")->capture_default_str()
         ->check(CLI::Validator([](std::string& v) { return v.empty() ? std::string("needs a folder name") : std::string(); }, "DIR"));
     app.add_option("--load", o.load, "model to load at start (default: the last flashed or loaded)")
         ->check(CLI::Validator([](std::string& v) { return v.empty() ? std::string("needs a model name") : std::string(); }, "NAME"));
     cli::add_int_option_once(&app, "--threads", o.threads, 0, 256, "0 = all cores");
-    std::string backend = "auto";
-    app.add_option("--backend", backend, "cpu, cuda or auto (CUDA when a GPU is present)")->capture_default_str()->check(CLI::IsMember({"cpu", "cuda", "auto"}));
-    std::string kv_cache = "f16";
-    app.add_option("--kv-cache", kv_cache, "the CPU backend's KV cache: f16 or f32")->capture_default_str()->check(CLI::IsMember({"f16", "f32"}));
+    app.add_option("--backend", a.backend, "cpu, cuda or auto (CUDA when a GPU is present)")->capture_default_str()->check(CLI::IsMember({"cpu", "cuda", "auto"}));
+    app.add_option("--kv-cache", a.kv_cache, "the CPU backend's KV cache: f16 or f32")->capture_default_str()->check(CLI::IsMember({"f16", "f32"}));
     app.add_flag_callback("--no-mmap", [&o] { o.holding.mmap = false; },
                           "read models into anonymous memory (2 MiB aligned, huge pages advised) instead of mapping the files");
     app.add_flag("--mlock", o.holding.mlock, "lock the loaded model's memory (a failure, e.g. RLIMIT_MEMLOCK, is a warning)");
@@ -117,66 +114,47 @@ int main(int argc, char** argv) {
     cli::add_int_option_once(&app, "--flash-timeout", o.flash_idle_ms, 100, 3600000, "ms without a frame before binary mode ends");
     app.set_version_flag("--version", "ember-console 0.1.0 (ember " EMBER_VERSION_STRING ", .ember format versions 1 and 2)");
     app.allow_extras();  // a mistyped option is named with the nearest one, before anything else
-    // --help and --version to an output that cannot be written (/dev/full) fail.
-    auto written = [](int rc) {
-        if (rc == 0 && (std::fflush(stdout) != 0 || std::ferror(stdout))) {
-            std::fprintf(stderr, "ember-console: error: cannot write the output: %s\n", std::strerror(errno));
-            return 1;
+}
+
+// The first word the options left over, as an error ("" when none): an unknown option with
+// the nearest one, or a stray argument.
+std::string unknown_argument(CLI::App& app) {
+    const std::vector<std::string> rest = app.remaining();
+    if (rest.empty()) return "";
+    const std::string& w = rest.front();
+    if (w.size() > 1 && w[0] == '-') {
+        std::vector<std::string> names;
+        for (const CLI::Option* opt : app.get_options()) {
+            for (const std::string& l : opt->get_lnames()) names.push_back("--" + l);
         }
-        return rc;
-    };
-    auto parse_error = [](const std::string& msg) {
-        std::fprintf(stderr, "ember-console: error: %s (see ember-console --help)\n", cli::plain_parse_error(msg).c_str());
-        return 1;
-    };
-    auto unknown_argument = [&app]() -> std::string {
-        const std::vector<std::string> rest = app.remaining();
-        if (rest.empty()) return "";
-        const std::string& w = rest.front();
-        if (w.size() > 1 && w[0] == '-') {
-            std::vector<std::string> names;
-            for (const CLI::Option* opt : app.get_options()) {
-                for (const std::string& l : opt->get_lnames()) names.push_back("--" + l);
-            }
-            return "unknown option " + printable(w, 60) + did_you_mean(w.substr(0, w.find('=')), names);
-        }
-        return "unexpected argument '" + printable(w, 60) + "' (options only: --port DEV or --stdio, ...)";
-    };
-    try {
-        app.parse(argc, argv);
-        if (const std::string bad = unknown_argument(); !bad.empty()) return parse_error(bad);
-    } catch (const CLI::CallForHelp& e) {
-        return written(app.exit(e));
-    } catch (const CLI::CallForVersion& e) {
-        return written(app.exit(e));
-    } catch (const CLI::ParseError& e) {
-        if (const std::string bad = unknown_argument(); !bad.empty()) return parse_error(bad);
-        std::string msg = e.what();
-        return parse_error(msg.substr(0, msg.find('\n')));
+        return "unknown option " + printable(w, 60) + did_you_mean(w.substr(0, w.find('=')), names);
     }
-    if (port.empty() && !use_stdio) {
-        std::fprintf(stderr, "ember-console: error: give --port DEV or --stdio (see ember-console --help)\n");
-        return 1;
-    }
-    // The folder must be there: flash installs into it and `current` lives in it (the systemd
-    // unit's StateDirectory creates it). Refused here rather than at the first flash.
+    return "unexpected argument '" + printable(w, 60) + "' (options only: --port DEV or --stdio, ...)";
+}
+
+// Why `dir` cannot be the models folder ("" when it can): flash installs into it and
+// `current` lives in it (the systemd unit's StateDirectory creates it), so it is refused at
+// start rather than at the first flash.
+std::string models_dir_problem(const std::string& dir) {
     struct stat st {};
-    const int stat_rc = ::stat(o.models_dir.c_str(), &st);
+    const int stat_rc = ::stat(dir.c_str(), &st);
     const int stat_errno = errno;
-    if (stat_rc != 0 || !S_ISDIR(st.st_mode)) {
-        // mkdir -p helps only where nothing is there: not for a file, nor for a link to nowhere.
-        struct stat lst {};
-        const bool dangling = stat_rc != 0 && stat_errno == ENOENT && ::lstat(o.models_dir.c_str(), &lst) == 0 && S_ISLNK(lst.st_mode);
-        const std::string shown = printable(o.models_dir, 200);
-        const std::string why = dangling            ? "a symbolic link to nothing"
-                                : stat_rc != 0      ? std::string(std::strerror(stat_errno)) +
-                                                     (stat_errno == ENOENT ? " (create it first: mkdir -p " + shown + ")" : "")
-                                                    : "exists and is not a folder";
-        std::fprintf(stderr, "ember-console: error: --models %s: %s\n", shown.c_str(), why.c_str());
-        return 1;
-    }
-    o.backend = parse_backend(backend);
-    kernels::parse_kv_dtype(kv_cache.c_str(), &o.kv_cache);  // one of the two: checked above
+    if (stat_rc == 0 && S_ISDIR(st.st_mode)) return "";
+    // mkdir -p helps only where nothing is there: not for a file, nor for a link to nowhere.
+    struct stat lst {};
+    const bool dangling = stat_rc != 0 && stat_errno == ENOENT && ::lstat(dir.c_str(), &lst) == 0 && S_ISLNK(lst.st_mode);
+    const std::string shown = printable(dir, 200);
+    return dangling         ? "a symbolic link to nothing"
+           : stat_rc != 0   ? std::string(std::strerror(stat_errno)) + (stat_errno == ENOENT ? " (create it first: mkdir -p " + shown + ")" : "")
+                            : "exists and is not a folder";
+}
+
+// Opens the line (the serial port, locked, or stdin/stdout, raw where a terminal) and runs
+// the console on it until the line closes. Exit status as main's.
+int run_console(Args& a) {
+    fw::ConsoleOptions& o = a.o;
+    o.backend = parse_backend(a.backend);
+    kernels::parse_kv_dtype(a.kv_cache.c_str(), &o.kv_cache);  // one of the two: checked by the option
     // Test hook (documented in firmware/PROTOCOL.md): die just before installing a flashed file.
     const char* kill = std::getenv("EMBER_FLASH_TEST_KILL_BEFORE_RENAME");
     o.kill_before_rename = kill && std::string(kill) == "1";
@@ -187,9 +165,9 @@ int main(int argc, char** argv) {
         int in = 0, out = 1;
         // The event log goes to stderr (the journal under systemd), except where stderr is the
         // terminal the console itself is on: there the person sees every answer already.
-        o.log_fd = use_stdio && ::isatty(2) ? -1 : 2;
-        if (!use_stdio) {
-            sp = std::make_unique<fw::SerialPort>(port, baud, rtscts);  // locked: refused at once when in use
+        o.log_fd = a.use_stdio && ::isatty(2) ? -1 : 2;
+        if (!a.use_stdio) {
+            sp = std::make_unique<fw::SerialPort>(a.port, a.baud, a.rtscts);  // locked: refused at once when in use
             in = out = sp->fd();
             const std::string& lf = sp->lock_file();  // systemctl stop (SIGTERM) removes it too
             if (lf.size() < sizeof g_undo.lock_file) std::memcpy(g_undo.lock_file, lf.c_str(), lf.size() + 1);
@@ -208,4 +186,49 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "ember-console: error: %s\n", e.what());
         return 1;
     }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    ember::report_truncated_model_files();  // a model file truncated under its mapping: said, not only "Bus error"
+    cli::warn_bad_kernel_env("ember-console");
+    CLI::App app{"ember-console: the ember serial console (generate, load, eval, finetune, flash)"};
+    app.formatter(std::make_shared<cli::HelpFormatter>());
+    app.footer("Type help at the console's prompt for its commands. The host's side: ember --help (ember flash sends a model).");
+    Args args;
+    add_options(app, args);
+    // --help and --version to an output that cannot be written (/dev/full) fail.
+    auto written = [](int rc) {
+        if (rc == 0 && (std::fflush(stdout) != 0 || std::ferror(stdout))) {
+            std::fprintf(stderr, "ember-console: error: cannot write the output: %s\n", std::strerror(errno));
+            return 1;
+        }
+        return rc;
+    };
+    auto parse_error = [](const std::string& msg) {
+        std::fprintf(stderr, "ember-console: error: %s (see ember-console --help)\n", cli::plain_parse_error(msg).c_str());
+        return 1;
+    };
+    try {
+        app.parse(argc, argv);
+        if (const std::string bad = unknown_argument(app); !bad.empty()) return parse_error(bad);
+    } catch (const CLI::CallForHelp& e) {
+        return written(app.exit(e));
+    } catch (const CLI::CallForVersion& e) {
+        return written(app.exit(e));
+    } catch (const CLI::ParseError& e) {
+        if (const std::string bad = unknown_argument(app); !bad.empty()) return parse_error(bad);
+        std::string msg = e.what();
+        return parse_error(msg.substr(0, msg.find('\n')));
+    }
+    if (args.port.empty() && !args.use_stdio) {
+        std::fprintf(stderr, "ember-console: error: give --port DEV or --stdio (see ember-console --help)\n");
+        return 1;
+    }
+    if (const std::string why = models_dir_problem(args.o.models_dir); !why.empty()) {
+        std::fprintf(stderr, "ember-console: error: --models %s: %s\n", printable(args.o.models_dir, 200).c_str(), why.c_str());
+        return 1;
+    }
+    return run_console(args);
 }
