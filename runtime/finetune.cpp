@@ -123,9 +123,9 @@ double Trainer::forward(const int* x, const int* y, bool backward) {
     check_ids(y);
     const ModelConfig& c = model_.config();
     const ModelWeights& w = model_.weights();
-    const int C = c.n_embd, F = c.ffn_hidden, V = c.vocab_size, L = c.n_layer, T = T_, r = adapter_.rank();
+    const int C = c.n_embd, F = c.ffn_hidden, V = c.vocab_size, L = c.n_layer, T = T_;
     const int M = B_ * T_;
-    const size_t MC = static_cast<size_t>(M) * C, MF = static_cast<size_t>(M) * F, Mr = static_cast<size_t>(M) * r;
+    const size_t MC = static_cast<size_t>(M) * C, MF = static_cast<size_t>(M) * F;
     float* X = buf<float>(plan_.x);
     float* XN1 = buf<float>(plan_.xn1);
     float* QKV = buf<float>(plan_.qkv);
@@ -134,23 +134,12 @@ double Trainer::forward(const int* x, const int* y, bool backward) {
     float* XN2 = buf<float>(plan_.xn2);
     float* HPRE = buf<float>(plan_.h_pre);
     float* HACT = buf<float>(plan_.h_act);
-    float* U = buf<float>(plan_.u);
     float* xnf = buf<float>(plan_.xnf);
     float* logits = buf<float>(plan_.logits);
     float* tmp = buf<float>(plan_.dtmp);  // forward scratch [M, C]
     float* kc = buf<float>(plan_.kc);
     float* vc = buf<float>(plan_.vc);
     const kernels::LinearScratch scratch{buf<int8_t>(plan_.xq), buf<float>(plan_.xs), buf<float>(plan_.xf), plan_.xf_floats};
-    auto u_of = [&](int l, LoraTarget t) { return U + (static_cast<size_t>(l) * kLoraTargets + static_cast<int>(t)) * Mr; };
-    auto shape_of = [&](LoraTarget t) {
-        kernels::LoraShape s;
-        s.T = M;
-        s.K = adapter_.in_features(t);
-        s.N = adapter_.out_features(t);
-        s.r = r;
-        s.scale = adapter_.scale();
-        return s;
-    };
 
     // x = wte[ids] + wpe[t]
     for (int i = 0; i < M; ++i) embed_row(w, C, x[i], i % T, X + static_cast<size_t>(i) * C, tmp);
@@ -176,7 +165,7 @@ double Trainer::forward(const int* x, const int* y, bool backward) {
         io.x_out = X + (l + 1) * MC;
         auto adapted = [&](LoraTarget t, const float* in, const kernels::WeightView& wv, const float* bias, float* out) {
             kernels::linear(in, M, wv, bias, out, scratch, pool_);
-            kernels::lora_forward(in, adapter_.A(l, t), adapter_.B(l, t), shape_of(t), u_of(l, t), out, pool_);
+            kernels::lora_forward(in, adapter_.A(l, t), adapter_.B(l, t), lora_shape(t), lora_u(l, t), out, pool_);
         };
         // Each sequence of the batch attends within itself; K and V stay in f32.
         auto attend = [&](const float* qkv, float* att) {
@@ -195,8 +184,40 @@ double Trainer::forward(const int* x, const int* y, bool backward) {
     kernels::layernorm(xlast, M, C, w.ln_f_w, w.ln_f_b, c.ln_eps, xnf, pool_);
     kernels::linear(xnf, M, w.lm_head, w.lm_head_b, logits, scratch, pool_);
     const double loss = kernels::cross_entropy_backward(logits, y, M, V);  // logits now hold d loss / d logits
-    if (!backward) return loss;
+    if (backward) this->backward();
+    return loss;
+}
 
+float* Trainer::lora_u(int l, LoraTarget t) const {
+    const size_t Mr = static_cast<size_t>(B_) * T_ * adapter_.rank();
+    return buf<float>(plan_.u) + (static_cast<size_t>(l) * kLoraTargets + static_cast<int>(t)) * Mr;
+}
+
+kernels::LoraShape Trainer::lora_shape(LoraTarget t) const {
+    kernels::LoraShape s;
+    s.T = B_ * T_;
+    s.K = adapter_.in_features(t);
+    s.N = adapter_.out_features(t);
+    s.r = adapter_.rank();
+    s.scale = adapter_.scale();
+    return s;
+}
+
+void Trainer::backward() {
+    const ModelConfig& c = model_.config();
+    const ModelWeights& w = model_.weights();
+    const int C = c.n_embd, F = c.ffn_hidden, L = c.n_layer, T = T_;
+    const int M = B_ * T_;
+    const size_t MC = static_cast<size_t>(M) * C, MF = static_cast<size_t>(M) * F;
+    const float* X = buf<float>(plan_.x);
+    const float* XN1 = buf<float>(plan_.xn1);
+    const float* QKV = buf<float>(plan_.qkv);
+    const float* ATT = buf<float>(plan_.att);
+    const float* XMID = buf<float>(plan_.x_mid);
+    const float* XN2 = buf<float>(plan_.xn2);
+    const float* HPRE = buf<float>(plan_.h_pre);
+    const float* HACT = buf<float>(plan_.h_act);
+    const float* logits = buf<float>(plan_.logits);
     float* grads = buf<float>(plan_.grads);
     std::memset(grads, 0, adapter_.size() * sizeof(float));
     float* dx = buf<float>(plan_.dx);
@@ -207,13 +228,13 @@ double Trainer::forward(const int* x, const int* y, bool backward) {
     float* du = buf<float>(plan_.du);
     float* rows = buf<float>(plan_.rows);
     auto lora_back = [&](int l, LoraTarget t, const float* in, const float* dy, float* din) {
-        kernels::lora_backward(in, u_of(l, t), dy, adapter_.A(l, t), adapter_.B(l, t), shape_of(t), grads + adapter_.offset_a(l, t),
+        kernels::lora_backward(in, lora_u(l, t), dy, adapter_.A(l, t), adapter_.B(l, t), lora_shape(t), grads + adapter_.offset_a(l, t),
                                grads + adapter_.offset_b(l, t), du, din, pool_);
     };
 
     kernels::linear_backward_input(logits, M, w.lm_head, dtmp, false, rows, pool_);
     std::memset(dx, 0, MC * sizeof(float));
-    kernels::layernorm_backward(xlast, M, C, w.ln_f_w, c.ln_eps, dtmp, dx, pool_);
+    kernels::layernorm_backward(X + L * MC, M, C, w.ln_f_w, c.ln_eps, dtmp, dx, pool_);
     for (int l = L - 1; l >= 0; --l) {
         const LayerWeights& Lw = w.layers[l];
         // MLP: x_out = x_mid + fc2(act(fc(ln_2(x_mid))))
@@ -236,7 +257,6 @@ double Trainer::forward(const int* x, const int* y, bool backward) {
             lora_back(l, LoraTarget::Qkv, XN1, dqkv, nullptr);
         }
     }
-    return loss;
 }
 
 StepResult Trainer::step(const int* x, const int* y) {

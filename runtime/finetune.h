@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "kernels/cpu/adamw.h"
+#include "kernels/cpu/lora.h"
 #include "kernels/cpu/thread_pool.h"
 #include "runtime/adapter.h"
 #include "runtime/model.h"
@@ -104,7 +105,14 @@ public:
 
 private:
     void check_ids(const int* ids) const;
+    // The batch's forward and loss (every layer's activations kept in the arena); logits then
+    // hold d loss / d logits [M, V], M = B * T. With backward, the adapter's gradients too.
     double forward(const int* x, const int* y, bool backward);
+    // The backward from those logits: d loss / d every A and B into the grads buffer.
+    void backward();
+    // LoRA's u = x A^T of layer l's target t, kept by the forward for the backward: [M, r].
+    float* lora_u(int l, LoraTarget t) const;
+    kernels::LoraShape lora_shape(LoraTarget t) const;  // that target's [M, K] -> [M, N] at rank r
     template <typename T>
     T* buf(size_t off) const { return reinterpret_cast<T*>(arena_ + off); }
 
