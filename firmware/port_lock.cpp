@@ -3,12 +3,14 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 
 #include "runtime/error.h"
 #include "runtime/utf8.h"
@@ -17,17 +19,27 @@ namespace ember::fw {
 
 namespace {
 
-// The PID a lock file holds; 0 when it holds none (empty, not a number).
+// The PID a lock file holds; 0 when it holds none: empty, not a number, a number that no PID
+// can be (past pid_t: 4294967297 was read as PID 1, 4294967295 as -1, which kill() takes as
+// "every process"), or not a regular file at all (a FIFO used to block the open for good; a
+// folder; a symbolic link, which is not followed).
 long read_lock_pid(const std::string& path) {
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW);
     if (fd < 0) return 0;
+    struct stat st {};
+    if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        ::close(fd);
+        return 0;
+    }
     char buf[64] = {};
     const ssize_t n = ::read(fd, buf, sizeof buf - 1);
     ::close(fd);
     if (n <= 0) return 0;
     char* end = nullptr;
+    errno = 0;
     const long pid = std::strtol(buf, &end, 10);  // skips the leading spaces
-    return end != buf && pid > 0 ? pid : 0;
+    if (end == buf || errno == ERANGE || pid <= 0 || pid > std::numeric_limits<pid_t>::max()) return 0;
+    return pid;
 }
 
 // Whether /proc/PID/stat gives the state Z: a process that has exited and waits for its
@@ -45,18 +57,25 @@ bool zombie(long pid) {
     return paren != std::string::npos && paren + 2 < s.size() && s[paren + 2] == 'Z';
 }
 
-bool running(long pid) { return (::kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM) && !zombie(pid); }
+// Our own PID in a lock file was left by an earlier process that had it (PIDs repeat, as in a
+// restarted container): we hold no lock yet, so it is not running there.
+bool running(long pid) {
+    return pid != ::getpid() && (::kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM) && !zombie(pid);
+}
 
 // Creates `path` holding our PID, atomically: written to a temporary file, then hard-linked
 // (link(2) fails when the name exists, so two programs never both win). Returns false when
-// the name exists; throws on other failures.
+// the name exists; throws on other failures. The temporary is made by mkstemp (O_EXCL): in a
+// folder any user may write, a name chosen in advance (it was LTMP.<pid>, opened with
+// O_TRUNC) could be a symbolic link that another user planted, and the file it points at was
+// truncated.
 bool create_lock(const std::string& path, const std::string& dir) {
     char pid[16];
     std::snprintf(pid, sizeof pid, "%10ld\n", static_cast<long>(::getpid()));
-    const std::string tmp = dir + "/LTMP." + std::to_string(::getpid());
-    const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) fail(printable(tmp, 200), ": cannot create the lock file: ", std::strerror(errno));
-    const bool wrote = ::write(fd, pid, 11) == 11;
+    std::string tmp = dir + "/LTMP.XXXXXX";
+    const int fd = ::mkostemp(tmp.data(), O_CLOEXEC);
+    if (fd < 0) fail(printable(dir, 200), ": cannot create a lock file there: ", std::strerror(errno));
+    const bool wrote = ::fchmod(fd, 0644) == 0 && ::write(fd, pid, 11) == 11;
     ::close(fd);
     if (!wrote) {
         ::unlink(tmp.c_str());
@@ -99,7 +118,12 @@ PortLock::PortLock(const std::string& port, int fd, const std::string& lock_dir)
         const long pid = read_lock_pid(path);
         if (pid > 0 && running(pid))
             fail(name, " is in use by another program (PID ", pid, ", ", printable(path, 200), "); close it first");
-        ::unlink(path.c_str());  // stale: its owner is gone
+        // Stale: its owner is gone, or it holds no PID. One this process may not remove (a
+        // folder, another user's file in a sticky folder) was reported as "came back".
+        if (::unlink(path.c_str()) != 0 && errno != ENOENT) {
+            fail(name, ": the stale lock file ", printable(path, 200), " (", pid > 0 ? "its PID " + std::to_string(pid) + " is not running" : std::string("no PID in it"),
+                 ") cannot be removed: ", std::strerror(errno), "; remove it by hand");
+        }
     }
     fail(name, " is in use: ", printable(path, 200), " came back after it was removed as stale");
 }

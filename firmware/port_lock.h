@@ -7,7 +7,9 @@
 //     the owner's PID as 10 ASCII characters, right-aligned, and a newline (the HDB UUCP format,
 //     Filesystem Hierarchy Standard 3.0, /var/lock), taken only where LOCKDIR exists and this
 //     process may write it. A lock file whose PID is not running (or is a zombie, exited and
-//     not yet reaped) is stale and taken over.
+//     not yet reaped, or is this process's own), or that holds no PID (empty, not a number, a
+//     number past pid_t, not a regular file) is stale and taken over; one that cannot be
+//     removed is an error that names it.
 #pragma once
 
 #include <string>

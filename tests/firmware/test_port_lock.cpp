@@ -8,9 +8,11 @@
 #include <pty.h>
 #include <signal.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <string>
 
@@ -153,6 +155,38 @@ TEST_CASE("port lock: a lock file of a running process refuses, a stale one is t
     CHECK(refusal(pty.path, locks.path()).empty());
     CHECK(!exists(lock_file));
     REQUIRE(::waitpid(dead, nullptr, 0) == dead);
+    // Numbers no PID can be (past pid_t: 4294967297 was read as PID 1 and refused the port, 4294967295
+    // as -1, which kill() takes as every process), and this process's own PID (left by an earlier
+    // holder of the number): stale.
+    for (const std::string& v : {std::string("4294967297"), std::string("4294967295"), std::string("99999999999999999999"),
+                                 std::to_string(::getpid())}) {
+        CAPTURE(v);
+        write_file(lock_file, std::string(10 - std::min<size_t>(10, v.size()), ' ') + v + "\n");
+        CHECK(refusal(pty.path, locks.path()).empty());
+        CHECK(!exists(lock_file));
+    }
+    // A FIFO as the lock file: stale, replaced at once (opening it to read a PID blocked for good).
+    REQUIRE(::mkfifo(lock_file.c_str(), 0644) == 0);
+    {
+        const int64_t t0 = now_ms();
+        SerialPort p(pty.path, 115200, false, locks.path());
+        CHECK(now_ms() - t0 < 500);
+        CHECK(read_file(lock_file) == pid_line(::getpid()));
+    }
+    // A folder in its place cannot be removed: said, naming it (it was "came back after it was
+    // removed as stale").
+    REQUIRE(::mkdir(lock_file.c_str(), 0755) == 0);
+    CHECK(refusal(pty.path, locks.path()) ==
+          pty.path + ": the stale lock file " + lock_file + " (no PID in it) cannot be removed: Is a directory; remove it by hand");
+    REQUIRE(::rmdir(lock_file.c_str()) == 0);
+    // The temporary file beside it is made by mkstemp: a link planted at the name it had
+    // (LTMP.<pid>, opened with O_TRUNC) truncated the file it pointed at.
+    TempDir other;
+    const std::string victim = other.file("victim");
+    write_file(victim, "precious\n");
+    REQUIRE(::symlink(victim.c_str(), (locks.path() + "/LTMP." + std::to_string(::getpid())).c_str()) == 0);
+    CHECK(refusal(pty.path, locks.path()).empty());
+    CHECK(read_file(victim) == "precious\n");
     // A folder that does not exist: no lock file, the flock still holds.
     SerialPort p(pty.path, 115200, false, locks.path() + "/none");
     CHECK(refusal(pty.path, locks.path() + "/none").find("is in use") != std::string::npos);
