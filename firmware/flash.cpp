@@ -278,7 +278,14 @@ void FlashReceiver::on_done(const Frame& in, std::vector<Frame>& out) {
         out.push_back(make(FrameType::Result, in.seq, result_));
         return;
     }
-    if (!offered_ || received_ != size_) {
+    if (!in.payload.empty()) fail("DONE holds ", in.payload.size(), in.payload.size() == 1 ? " byte" : " bytes", "; it carries none");
+    if (!offered_) {
+        // As DATA without a transfer: the host offers again (it said "incomplete: holds 0 of 0
+        // bytes", which a host takes for a device that went back on what it held).
+        out.push_back(make(FrameType::Nak, in.seq, u64_and_text(received_, std::string(kNakNoTransfer) + ": send an offer")));
+        return;
+    }
+    if (received_ != size_) {
         out.push_back(make(FrameType::Nak, in.seq, u64_and_text(received_, "incomplete: holds " + std::to_string(received_) + " of " + std::to_string(size_) + " bytes")));
         return;
     }
@@ -521,7 +528,7 @@ private:
             } else if (!link_.exchange(make(FrameType::Done, seq_++), {FrameType::Result, FrameType::Nak}, ans)) {
                 return Ended::NoAnswer;
             }
-            if (ans.type == FrameType::Result) return verdict(ans, res);
+            if (ans.type == FrameType::Result) return verdict(ans, res, offset >= size);
             const uint64_t held = held_of(ans);
             check_held(ans, held);
             // A device holds more with each answer of a transfer; one that restarted says
@@ -561,9 +568,14 @@ private:
         }
     }
 
-    // The RESULT to DATA or DONE: installed (BYE sent, res filled), or a refusal (throws).
-    Ended verdict(const Frame& ans, SendResult& res) {
+    // The RESULT to DATA or DONE (after_done): installed (BYE sent, res filled), or a refusal
+    // (throws). Success answers DONE only: to DATA it was taken as an install of a file the
+    // device did not have whole.
+    Ended verdict(const Frame& ans, SendResult& res, bool after_done) {
         if (ans.payload.empty()) throw misbehaves("the device's RESULT has no status byte");
+        if (ans.payload[0] == 0 && !after_done)
+            throw misbehaves("the device's RESULT to DATA says success (status 0) when it holds " + std::to_string(acked_) + " of " +
+                             std::to_string(bytes_.size()) + " bytes and DONE was not sent");
         if (ans.payload[0] != 0) {
             link_.send(make(FrameType::Bye, seq_++));
             throw FlashError(FlashError::Refused, "the device refused the file: " + text_of(ans.payload, 1), acked_);
@@ -580,11 +592,13 @@ private:
         return FlashError(FlashError::BadAnswer, what + ": the device does not follow firmware/PROTOCOL.md; BYE sent", acked_);
     }
 
-    // The u64 "bytes held" that starts an ACK or a NAK.
+    // The u64 "bytes held" of an ACK (all of it) or at the start of a NAK (its reason after).
     uint64_t held_of(const Frame& f) {
         try {
             PayloadReader r(f.payload);
-            return r.u64("offset");
+            const uint64_t held = r.u64("offset");
+            if (f.type == FrameType::Ack) r.expect_end("bytes held");
+            return held;
         } catch (const Error& e) {
             throw misbehaves(std::string("the device's ") + frame_type_name(f.type) + " is malformed: " + e.what());
         }

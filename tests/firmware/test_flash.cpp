@@ -521,6 +521,13 @@ TEST_CASE("flash receiver: out-of-order, duplicate and malformed frames") {
     REQUIRE(out.size() == 1);
     CHECK(out[0].type == FrameType::Nak);
     out.clear();
+    // DONE with no transfer: the NAK that makes a host offer again, as for DATA (it was
+    // "incomplete: holds 0 of 0 bytes", which the host took for a device going back on itself).
+    rx.handle(frame(FrameType::Done, 14, {}), out);
+    REQUIRE(out.size() == 1);
+    CHECK((out[0].type == FrameType::Nak && held(out[0]) == 0));
+    CHECK(std::string(out[0].payload.begin() + 8, out[0].payload.end()) == std::string(kNakNoTransfer) + ": send an offer");
+    out.clear();
     const std::string body(100, 'a');
     const std::string sha = sha256_hex(body.data(), body.size());
     std::vector<uint8_t> offer;
@@ -568,6 +575,12 @@ TEST_CASE("flash receiver: out-of-order, duplicate and malformed frames") {
     CHECK((out[5].type == FrameType::Nak && held(out[5]) == 60));
     out.clear();
     rx.handle(frame(FrameType::Data, 10, data(60, 40)), out);
+    // DONE carries nothing: one with a payload is malformed (it was taken as DONE).
+    rx.handle(frame(FrameType::Done, 15, {'x', 'y', 'z'}), out);
+    REQUIRE(out.size() == 2);
+    CHECK((out[1].type == FrameType::Nak && held(out[1]) == 100));
+    CHECK(std::string(out[1].payload.begin() + 8, out[1].payload.end()) == "DONE holds 3 bytes; it carries none");
+    out.pop_back();
     rx.handle(frame(FrameType::Done, 11, {}), out);  // complete, but not a model
     REQUIRE(out.size() == 2);
     CHECK(held(out[0]) == 100);
@@ -763,6 +776,12 @@ TEST_CASE("flash: a device that answers outside the protocol: an error of its ow
         {on_offer(frame_of(FrameType::Result, 0, {0})), "the device's RESULT to the offer says success (status 0) before any byte was sent" + tail},
         {on_offer([] { auto p = u64_payload(0); put_u16(p, 0); return frame_of(FrameType::Accept, 0, p); }()),
          "the device's ACCEPT takes chunks of 0 bytes" + tail},
+        // A RESULT of success to DATA, before DONE: it was taken as an install (exit 0) of a file
+        // the device held 0 bytes of. An ACK with bytes after the bytes held.
+        {on_data([](uint32_t seq) { return frame_of(FrameType::Result, seq, {0}); }),
+         "the device's RESULT to DATA says success (status 0) when it holds 0 of " + N + " bytes and DONE was not sent" + tail},
+        {on_data([](uint32_t seq) { auto p = u64_payload(1); p.push_back(9); return frame_of(FrameType::Ack, seq, p); }),
+         "the device's ACK is malformed: payload holds 1 byte after the bytes held (9 in all)" + tail},
         // An ACCEPT with bytes after its chunk size: another layout, not one to read the front of.
         {on_offer([] { auto p = u64_payload(0); put_u16(p, kDataChunk); p.push_back(7); return frame_of(FrameType::Accept, 0, p); }()),
          "the device's ACCEPT is malformed: payload holds 1 byte after the chunk size (11 in all)" + tail},
