@@ -4,6 +4,9 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
 #include <string>
 
 #include "cli/commands.h"
@@ -78,9 +81,16 @@ int cmd_flash(const FlashArgs& a) {
     const std::string bytes = read_text_file(a.model, size_t(1) << 31, "a model to flash");
     if (bytes.empty()) fail(printable(a.model, 200), ": the file is empty (not flashed)");
     if (!a.no_verify) {
-        // The device verifies too; checking here saves sending a file it would refuse.
+        // The device verifies too; checking here saves sending a file it would refuse. The
+        // bytes read are verified, not the path again: a file written over since, or one that
+        // reads differently each time (/proc), was checked as another file. open_memory uses
+        // the bytes in place, so they are copied to 64-byte aligned memory for the check.
         try {
-            Model::open(a.model);
+            const size_t rounded = (bytes.size() + 63) / 64 * 64;
+            std::unique_ptr<void, void (*)(void*)> copy(std::aligned_alloc(64, rounded), std::free);
+            if (!copy) fail(printable(a.model, 200), ": no memory for a copy of its ", bytes.size(), " bytes to verify (--no-verify skips the check)");
+            std::memcpy(copy.get(), bytes.data(), bytes.size());
+            Model::open_memory(copy.get(), bytes.size(), a.model);
         } catch (const Error& e) {
             fail(e.what(), " (not flashed; --no-verify sends it anyway)");
         }
