@@ -60,7 +60,12 @@ std::string base_name(const std::string& p) {
 std::string read_beside_config(const std::string& checkpoint) {
     const auto slash = checkpoint.find_last_of('/');
     const std::string path = (slash == std::string::npos ? std::string() : checkpoint.substr(0, slash + 1)) + "config.json";
-    if (::access(path.c_str(), F_OK) != 0) return "";
+    if (::access(path.c_str(), F_OK) != 0) {
+        // A link to nothing is there but unreadable: said so, not "needs its config.json".
+        struct stat st {};
+        if (::lstat(path.c_str(), &st) == 0 && S_ISLNK(st.st_mode)) fail(printable(path, 200), ": a symbolic link to nothing");
+        return "";
+    }
     return read_text_file(path, size_t{1} << 20, "a config.json");
 }
 

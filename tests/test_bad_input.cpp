@@ -476,6 +476,10 @@ TEST_CASE("bad input: a Hugging Face config.json that is not JSON, has a bad val
     refused_cfg(with("n_head", "four"), "config.json n_head is not a positive integer of at most 2^24");
     refused_cfg(with("n_positions", 128), "config.json n_positions = 128 but the weights give 16");
     refused_cfg(with("scale_attn_by_inverse_layer_idx", true), "config.json scale_attn_by_inverse_layer_idx is not supported");
+    // A config.json that is a link to nothing: said so (it was "needs its config.json beside it").
+    std::filesystem::remove(dir.file("config.json"));
+    std::filesystem::create_symlink(dir.file("nowhere.json"), dir.file("config.json"));
+    CHECK_THROWS_WITH_AS(convert::convert(o), Contains("config.json: a symbolic link to nothing"), Error);
     // Files over their limit say which kind of file has the limit (they all said "a text").
     test::write_file(dir.file("config.json"), "");
     std::filesystem::resize_file(dir.file("config.json"), (size_t{1} << 20) + 1);  // sparse: no MiB written
