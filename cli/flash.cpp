@@ -4,10 +4,9 @@
 
 #include <chrono>
 #include <cstdio>
-#include <cstdlib>
-#include <cstring>
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "cli/commands.h"
 #include "firmware/flash.h"
@@ -78,22 +77,29 @@ int cmd_flash(const FlashArgs& a) {
     std::string name = a.name.empty() ? a.model.substr(a.model.find_last_of('/') + 1) : a.name;
     if (name.size() > 6 && name.compare(name.size() - 6, 6, ".ember") == 0) name.resize(name.size() - 6);
     if (const std::string bad = fw::check_model_name(name); !bad.empty()) fail(bad, " (choose one with --name)");
-    const std::string bytes = read_text_file(a.model, size_t(1) << 31, "a model to flash");
-    if (bytes.empty()) fail(printable(a.model, 200), ": the file is empty (not flashed)");
+    // The bytes sent are the bytes verified, read once: the device verifies too, and checking
+    // here saves sending a file it would refuse. Verified, they are read into memory as
+    // --no-mmap reads a model (Model::open), and sent from there; a file written over after
+    // the check is not what was checked (the path used to be opened a second time). Unverified,
+    // they are read as they are.
+    constexpr size_t kMaxBytes = size_t(1) << 31;
+    std::unique_ptr<Model> verified;
+    std::string unverified;
+    std::string_view bytes;
     if (!a.no_verify) {
-        // The device verifies too; checking here saves sending a file it would refuse. The
-        // bytes read are verified, not the path again: a file written over since, or one that
-        // reads differently each time (/proc), was checked as another file. open_memory uses
-        // the bytes in place, so they are copied to 64-byte aligned memory for the check.
         try {
-            const size_t rounded = (bytes.size() + 63) / 64 * 64;
-            std::unique_ptr<void, void (*)(void*)> copy(std::aligned_alloc(64, rounded), std::free);
-            if (!copy) fail(printable(a.model, 200), ": no memory for a copy of its ", bytes.size(), " bytes to verify (--no-verify skips the check)");
-            std::memcpy(copy.get(), bytes.data(), bytes.size());
-            Model::open_memory(copy.get(), bytes.size(), a.model);
+            LoadOptions read;
+            read.mmap = false;
+            verified = Model::open(a.model, read);
         } catch (const Error& e) {
             fail(e.what(), " (not flashed; --no-verify sends it anyway)");
         }
+        bytes = verified->file_bytes_view();
+        if (bytes.size() > kMaxBytes) fail(printable(a.model, 200), ": ", bytes.size(), " bytes is more than the ", kMaxBytes, " bytes a model to flash may have");
+    } else {
+        unverified = read_text_file(a.model, kMaxBytes, "a model to flash");
+        if (unverified.empty()) fail(printable(a.model, 200), ": the file is empty (not flashed)");
+        bytes = unverified;
     }
     fw::SerialPort port(a.port, a.baud, a.rtscts);
     fw::SenderOptions o;

@@ -476,7 +476,7 @@ public:
         Dropped,    // a NAK kNakNoTransfer: the device lost the transfer (restarted, timed out)
     };
 
-    Sender(Link& link, const std::string& bytes, const SenderOptions& opts) : link_(link), bytes_(bytes), opts_(opts) {}
+    Sender(Link& link, std::string_view bytes, const SenderOptions& opts) : link_(link), bytes_(bytes), opts_(opts) {}
 
     // One OFFER (payload `offer`, preceded on the line by `enter`) and, once accepted, the
     // transfer from the offset the device holds.
@@ -611,7 +611,7 @@ private:
     }
 
     Link& link_;
-    const std::string& bytes_;
+    std::string_view bytes_;
     const SenderOptions& opts_;
     uint32_t seq_ = 1;
     uint64_t acked_ = 0;
@@ -620,7 +620,7 @@ private:
 
 }  // namespace
 
-SendResult send_file(int in_fd, int out_fd, const std::string& bytes, const std::string& name, const SenderOptions& opts) {
+SendResult send_file(int in_fd, int out_fd, std::string_view bytes, const std::string& name, const SenderOptions& opts) {
     if (const std::string bad = check_model_name(name); !bad.empty()) fail(bad);
     if (bytes.empty()) fail("the file is empty");
     if (opts.chunk == 0 || opts.chunk > kDataChunk) fail("chunk ", opts.chunk, " not in 1..", kDataChunk);

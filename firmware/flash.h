@@ -7,6 +7,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "firmware/device_fs.h"
@@ -136,6 +137,6 @@ public:
 // or it refused every try of a frame with a NAK; LinkLost: no answer after the retries;
 // BadAnswer: an answer outside the protocol, after which BYE is sent) or ember::Error (bad
 // arguments).
-SendResult send_file(int in_fd, int out_fd, const std::string& bytes, const std::string& name, const SenderOptions& opts);
+SendResult send_file(int in_fd, int out_fd, std::string_view bytes, const std::string& name, const SenderOptions& opts);
 
 }  // namespace ember::fw

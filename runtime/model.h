@@ -15,6 +15,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "kernels/cpu/activation.h"
@@ -169,6 +170,9 @@ public:
     const std::vector<TensorInfo>& tensors() const { return tensors_; }
     const std::string& path() const { return path_; }
     size_t file_bytes() const { return size_; }
+    // The model's file_bytes() bytes as held (the mapping, the memory --no-mmap read them
+    // into, or open_memory's): what `ember flash` sends after verifying them.
+    std::string_view file_bytes_view() const { return {reinterpret_cast<const char*>(base_), size_}; }
     size_t weight_bytes() const;
     bool checksum_ok() const { return checksum_ok_; }
     uint64_t checksum() const { return checksum_; }                // xxh64 of the data section, computed at open

@@ -103,11 +103,18 @@ TEST_CASE("ember flash + ember-console over ptys: the default model, then gen eq
         CHECK(bad.status == 1);
         CHECK(bad.err.find("hello.ember: 12 bytes is too short for an .ember file (not flashed; --no-verify sends it anyway)") !=
               std::string::npos);
-        // The bytes read are verified, not the path opened again: a /proc file (st_size 0) was
-        // called "0 bytes is too short" after its bytes were read.
-        bad = run(test::program_cmd(EMBER_CLI) + " flash --name status --port /nonexistent/tty /proc/self/status", dir);
+        // A model with bytes appended: refused before the port is opened, as ember info refuses
+        // it (the device would refuse it after the whole transfer).
+        {
+            std::string appended = test::read_file(co.out);
+            appended += "a log line\n";
+            test::write_file(dir.file("appended.ember"), appended);
+        }
+        bad = run(test::program_cmd(EMBER_CLI) + " flash --port /nonexistent/tty '" + dir.file("appended.ember") + "'", dir);
         CHECK(bad.status == 1);
-        CHECK(bad.err == "ember: error: /proc/self/status: not an .ember file (identifier is not \"EMBR\") (not flashed; --no-verify sends it anyway)\n");
+        CHECK(bad.err == "ember: error: " + dir.file("appended.ember") +
+                             ": 11 bytes follow the data section, which ends at byte " + std::to_string(test::read_file(co.out).size()) +
+                             " (something was appended to the file) (not flashed; --no-verify sends it anyway)\n");
         bad = run(test::program_cmd(EMBER_CLI) + " info '" + dir.file("hello.ember") + "'", dir);
         CHECK(bad.status == 1);
         CHECK(bad.err == "ember: error: " + dir.file("hello.ember") + ": 12 bytes is too short for an .ember file\n");
