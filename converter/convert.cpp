@@ -62,9 +62,13 @@ std::string read_beside_config(const std::string& checkpoint) {
     const std::string path = (slash == std::string::npos ? std::string() : checkpoint.substr(0, slash + 1)) + "config.json";
     if (::access(path.c_str(), F_OK) != 0) {
         // A link to nothing is there but unreadable: said so, not "needs its config.json".
+        // Other failures through a link (a loop, a folder it may not search) are read below,
+        // which names them.
+        const int e = errno;
         struct stat st {};
-        if (::lstat(path.c_str(), &st) == 0 && S_ISLNK(st.st_mode)) fail(printable(path, 200), ": a symbolic link to nothing");
-        return "";
+        const bool link = ::lstat(path.c_str(), &st) == 0 && S_ISLNK(st.st_mode);
+        if (!link) return "";
+        if (e == ENOENT) fail(printable(path, 200), ": a symbolic link to nothing");
     }
     return read_text_file(path, size_t{1} << 20, "a config.json");
 }

@@ -274,11 +274,11 @@ void FlashReceiver::on_data(const Frame& in, std::vector<Frame>& out) {
 }
 
 void FlashReceiver::on_done(const Frame& in, std::vector<Frame>& out) {
+    if (!in.payload.empty()) fail("DONE holds ", in.payload.size(), in.payload.size() == 1 ? " byte" : " bytes", "; it carries none");
     if (completed_) {
         out.push_back(make(FrameType::Result, in.seq, result_));
         return;
     }
-    if (!in.payload.empty()) fail("DONE holds ", in.payload.size(), in.payload.size() == 1 ? " byte" : " bytes", "; it carries none");
     if (!offered_) {
         // As DATA without a transfer: the host offers again (it said "incomplete: holds 0 of 0
         // bytes", which a host takes for a device that went back on what it held).

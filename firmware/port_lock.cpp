@@ -22,10 +22,12 @@ namespace {
 // The PID a lock file holds; 0 when it holds none: empty, not a number, a number that no PID
 // can be (past pid_t: 4294967297 was read as PID 1, 4294967295 as -1, which kill() takes as
 // "every process"), or not a regular file at all (a FIFO used to block the open for good; a
-// folder; a symbolic link, which is not followed).
+// folder; a symbolic link, which is not followed), or gone. -1 when it cannot be opened for
+// another reason (EACCES: another user's 0600 lock), errno set: it may well name a live
+// holder (it was taken for one holding no PID, and removed where the folder allowed).
 long read_lock_pid(const std::string& path) {
     const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW);
-    if (fd < 0) return 0;
+    if (fd < 0) return errno == ENOENT || errno == ELOOP ? 0 : -1;
     struct stat st {};
     if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
         ::close(fd);
@@ -42,19 +44,20 @@ long read_lock_pid(const std::string& path) {
     return pid;
 }
 
-// Whether /proc/PID/stat gives the state Z: a process that has exited and waits for its
-// parent to reap it. kill(pid, 0) succeeds on one, but it holds no port.
+// Whether /proc/PID/status gives the state Z with one thread: a process that has exited and
+// waits for its parent to reap it. kill(pid, 0) succeeds on one, but it holds no port. A
+// main thread that ended (pthread_exit) while others run shows Z too, with Threads above 1:
+// those threads may hold the port.
 bool zombie(long pid) {
-    const std::string stat = "/proc/" + std::to_string(pid) + "/stat";
-    const int fd = ::open(stat.c_str(), O_RDONLY | O_CLOEXEC);
+    const std::string status = "/proc/" + std::to_string(pid) + "/status";
+    const int fd = ::open(status.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd < 0) return false;
-    char buf[512];
+    char buf[4096];
     const ssize_t n = ::read(fd, buf, sizeof buf - 1);
     ::close(fd);
     if (n <= 0) return false;
     const std::string s(buf, static_cast<size_t>(n));
-    const size_t paren = s.rfind(')');  // the name in parentheses may hold spaces and ')'
-    return paren != std::string::npos && paren + 2 < s.size() && s[paren + 2] == 'Z';
+    return s.find("\nState:\tZ") != std::string::npos && s.find("\nThreads:\t1\n") != std::string::npos;
 }
 
 // Our own PID in a lock file was left by an earlier process that had it (PIDs repeat, as in a
@@ -76,10 +79,11 @@ bool create_lock(const std::string& path, const std::string& dir) {
     const int fd = ::mkostemp(tmp.data(), O_CLOEXEC);
     if (fd < 0) fail(printable(dir, 200), ": cannot create a lock file there: ", std::strerror(errno));
     const bool wrote = ::fchmod(fd, 0644) == 0 && ::write(fd, pid, 11) == 11;
+    const int write_errno = errno;
     ::close(fd);
     if (!wrote) {
         ::unlink(tmp.c_str());
-        fail(printable(tmp, 200), ": cannot write the lock file");
+        fail(printable(tmp, 200), ": cannot write the lock file: ", std::strerror(write_errno));
     }
     const int r = ::link(tmp.c_str(), path.c_str());
     const int e = errno;
@@ -109,13 +113,22 @@ PortLock::PortLock(const std::string& port, int fd, const std::string& lock_dir)
         fail(name, ": flock: ", std::strerror(errno));
     }
     if (lock_dir.empty() || ::access(lock_dir.c_str(), W_OK) != 0) return;  // no UUCP locks here
-    const std::string path = uucp_lock_path(port, lock_dir);
+    // The device the open fd is (/proc/self/fd), not the name resolved again: a link changed
+    // since the open would give another device's lock file.
+    char dev[4096];
+    const std::string self = "/proc/self/fd/" + std::to_string(fd);
+    const ssize_t dev_len = ::readlink(self.c_str(), dev, sizeof dev - 1);
+    const std::string path = uucp_lock_path(dev_len > 0 && dev[0] == '/' ? std::string(dev, static_cast<size_t>(dev_len)) : port, lock_dir);
     for (int attempt = 0; attempt < 2; ++attempt) {
         if (create_lock(path, lock_dir)) {
             lock_file_ = path;
             return;
         }
         const long pid = read_lock_pid(path);
+        if (pid < 0) {
+            fail(name, " may be in use: its lock file ", printable(path, 200), " cannot be read: ", std::strerror(errno),
+                 " (remove it if no program holds the port)");
+        }
         if (pid > 0 && running(pid))
             fail(name, " is in use by another program (PID ", pid, ", ", printable(path, 200), "); close it first");
         // Stale: its owner is gone, or it holds no PID. One this process may not remove (a

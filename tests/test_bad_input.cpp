@@ -480,6 +480,12 @@ TEST_CASE("bad input: a Hugging Face config.json that is not JSON, has a bad val
     std::filesystem::remove(dir.file("config.json"));
     std::filesystem::create_symlink(dir.file("nowhere.json"), dir.file("config.json"));
     CHECK_THROWS_WITH_AS(convert::convert(o), Contains("config.json: a symbolic link to nothing"), Error);
+    // A loop of links is named as the system names it, not as a link to nothing.
+    std::filesystem::remove(dir.file("config.json"));
+    std::filesystem::create_symlink(dir.file("loop.json"), dir.file("config.json"));
+    std::filesystem::create_symlink(dir.file("config.json"), dir.file("loop.json"));
+    CHECK_THROWS_WITH_AS(convert::convert(o), Contains("config.json: cannot open: Too many levels of symbolic links"), Error);
+    std::filesystem::remove(dir.file("loop.json"));
     // Files over their limit say which kind of file has the limit (they all said "a text").
     test::write_file(dir.file("config.json"), "");
     std::filesystem::resize_file(dir.file("config.json"), (size_t{1} << 20) + 1);  // sparse: no MiB written

@@ -587,6 +587,12 @@ TEST_CASE("flash receiver: out-of-order, duplicate and malformed frames") {
     CHECK(out[1].type == FrameType::Result);
     CHECK(out[1].payload[0] == 1);
     CHECK(std::string(out[1].payload.begin() + 1, out[1].payload.end()).find("not a valid .ember model") == 0);
+    // After the verdict too, a DONE with a payload is malformed (it got the verdict again).
+    out.clear();
+    rx.handle(frame(FrameType::Done, 16, {'x'}), out);
+    REQUIRE(out.size() == 1);
+    CHECK(out[0].type == FrameType::Nak);
+    CHECK(std::string(out[0].payload.begin() + 8, out[0].payload.end()) == "DONE holds 1 byte; it carries none");
     CHECK_FALSE(exists(dir.file("abcx.ember")));
     CHECK(part_files(dir.path()) == 0);
 }

@@ -5,10 +5,12 @@
 #include <doctest/doctest.h>
 
 #include <fcntl.h>
+#include <pthread.h>
 #include <pty.h>
 #include <signal.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -169,7 +171,9 @@ TEST_CASE("port lock: a lock file of a running process refuses, a stale one is t
     REQUIRE(::mkfifo(lock_file.c_str(), 0644) == 0);
     {
         const int64_t t0 = now_ms();
+        ::alarm(20);  // a blocked open ends the test (SIGALRM) rather than hanging it
         SerialPort p(pty.path, 115200, false, locks.path());
+        ::alarm(0);
         CHECK(now_ms() - t0 < 500);
         CHECK(read_file(lock_file) == pid_line(::getpid()));
     }
@@ -187,6 +191,59 @@ TEST_CASE("port lock: a lock file of a running process refuses, a stale one is t
     REQUIRE(::symlink(victim.c_str(), (locks.path() + "/LTMP." + std::to_string(::getpid())).c_str()) == 0);
     CHECK(refusal(pty.path, locks.path()).empty());
     CHECK(read_file(victim) == "precious\n");
+    // A main thread that ended (pthread_exit) while another thread of its process runs: /proc
+    // says Z for the PID, but the process lives and may hold the port. It was taken for a zombie.
+    const pid_t leader_gone = ::fork();
+    REQUIRE(leader_gone >= 0);
+    if (leader_gone == 0) {
+        pthread_t t;
+        ::pthread_create(&t, nullptr, [](void*) -> void* { for (;;) ::pause(); }, nullptr);
+        // The thread's own exit, without pthread_exit's unwinding: that would run this test's
+        // destructors (its TempDirs) in the child.
+        ::syscall(SYS_exit, 0);
+    }
+    const std::string status = "/proc/" + std::to_string(leader_gone) + "/status";
+    for (int i = 0; i < 500 && read_file(status).find("State:\tZ") == std::string::npos; ++i) ::usleep(2000);
+    REQUIRE(read_file(status).find("State:\tZ") != std::string::npos);
+    write_file(lock_file, pid_line(leader_gone));
+    const std::string leader_why = refusal(pty.path, locks.path());
+    CAPTURE(leader_why);
+    CHECK(leader_why.find(pty.path + " is in use by another program (PID " + std::to_string(leader_gone) + ", ") == 0);
+    ::kill(leader_gone, SIGKILL);
+    REQUIRE(::waitpid(leader_gone, nullptr, 0) == leader_gone);
+    ::unlink(lock_file.c_str());
+    // A lock file this process may not read (another user's, mode 0600): it may name a live
+    // holder, so the port is refused, naming it. It was taken for one with no PID, and removed
+    // where the folder allowed. As root, the check runs in a child that is user nobody.
+    write_file(lock_file, pid_line(1));
+    if (::geteuid() != 0) {
+        REQUIRE(::chmod(lock_file.c_str(), 0) == 0);
+        CHECK(refusal(pty.path, locks.path()) == pty.path + " may be in use: its lock file " + lock_file +
+                                                     " cannot be read: Permission denied (remove it if no program holds the port)");
+    } else {
+        REQUIRE(::chmod(lock_file.c_str(), 0600) == 0);
+        REQUIRE(::chmod(locks.path().c_str(), 0777) == 0);
+        REQUIRE(::chmod(pty.path.c_str(), 0666) == 0);
+        int pipe_fd[2];
+        REQUIRE(::pipe(pipe_fd) == 0);
+        const pid_t nobody = ::fork();
+        REQUIRE(nobody >= 0);
+        if (nobody == 0) {
+            ::close(pipe_fd[0]);
+            std::string why = ::setgid(65534) == 0 && ::setuid(65534) == 0 ? refusal(pty.path, locks.path()) : "setuid failed";
+            (void)!::write(pipe_fd[1], why.data(), why.size());
+            ::_exit(0);
+        }
+        ::close(pipe_fd[1]);
+        std::string why;
+        char b[512];
+        for (ssize_t n; (n = ::read(pipe_fd[0], b, sizeof b)) > 0;) why.append(b, static_cast<size_t>(n));
+        ::close(pipe_fd[0]);
+        REQUIRE(::waitpid(nobody, nullptr, 0) == nobody);
+        CHECK(why == pty.path + " may be in use: its lock file " + lock_file + " cannot be read: Permission denied (remove it if no program holds the port)");
+    }
+    CHECK(exists(lock_file));
+    ::unlink(lock_file.c_str());
     // A folder that does not exist: no lock file, the flock still holds.
     SerialPort p(pty.path, 115200, false, locks.path() + "/none");
     CHECK(refusal(pty.path, locks.path() + "/none").find("is in use") != std::string::npos);
