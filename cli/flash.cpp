@@ -87,6 +87,9 @@ int cmd_flash(const FlashArgs& a) {
     std::string unverified;
     std::string_view bytes;
     if (!a.no_verify) {
+        // Over the limit: refused before it is read (fstat; read_text_file checks the same).
+        if (::stat(a.model.c_str(), &st) == 0 && S_ISREG(st.st_mode) && static_cast<uint64_t>(st.st_size) > kMaxBytes)
+            fail(printable(a.model, 200), ": ", st.st_size, " bytes is more than the ", kMaxBytes, " bytes a model to flash may have");
         try {
             LoadOptions read;
             read.mmap = false;

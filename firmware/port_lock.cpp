@@ -125,8 +125,9 @@ PortLock::PortLock(const std::string& port, int fd, const std::string& lock_dir)
             return;
         }
         const long pid = read_lock_pid(path);
+        const int read_errno = errno;
         if (pid < 0) {
-            fail(name, " may be in use: its lock file ", printable(path, 200), " cannot be read: ", std::strerror(errno),
+            fail(name, " may be in use: its lock file ", printable(path, 200), " cannot be read: ", std::strerror(read_errno),
                  " (remove it if no program holds the port)");
         }
         if (pid > 0 && running(pid))

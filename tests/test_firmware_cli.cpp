@@ -15,6 +15,7 @@
 #include <iterator>
 #include <set>
 #include <thread>
+#include <filesystem>
 #include <string>
 
 #include "converter/convert.h"
@@ -115,6 +116,14 @@ TEST_CASE("ember flash + ember-console over ptys: the default model, then gen eq
         CHECK(bad.err == "ember: error: " + dir.file("appended.ember") +
                              ": 11 bytes follow the data section, which ends at byte " + std::to_string(test::read_file(co.out).size()) +
                              " (something was appended to the file) (not flashed; --no-verify sends it anyway)\n");
+        // Over 2 GiB (sparse): refused by its size before it is read, checked or not.
+        test::write_file(dir.file("huge.ember"), "");
+        std::filesystem::resize_file(dir.file("huge.ember"), (uint64_t{1} << 31) + 1);
+        for (const char* verify : {"", " --no-verify"}) {
+            bad = run(test::program_cmd(EMBER_CLI) + " flash" + verify + " --port /nonexistent/tty '" + dir.file("huge.ember") + "'", dir);
+            CHECK(bad.status == 1);
+            CHECK(bad.err == "ember: error: " + dir.file("huge.ember") + ": 2147483649 bytes is more than the 2147483648 bytes a model to flash may have\n");
+        }
         bad = run(test::program_cmd(EMBER_CLI) + " info '" + dir.file("hello.ember") + "'", dir);
         CHECK(bad.status == 1);
         CHECK(bad.err == "ember: error: " + dir.file("hello.ember") + ": 12 bytes is too short for an .ember file\n");
