@@ -11,11 +11,11 @@
 
 #include <algorithm>
 #include <atomic>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <set>
 #include <thread>
-#include <filesystem>
 #include <string>
 
 #include "converter/convert.h"
