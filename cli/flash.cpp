@@ -3,13 +3,17 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <csignal>
 #include <cstdio>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <string_view>
 
 #include "cli/commands.h"
+#include "cli/signals.h"
 #include "firmware/flash.h"
+#include "firmware/port_lock.h"
 #include "firmware/serial_port.h"
 #include "runtime/error.h"
 #include "runtime/model.h"
@@ -65,6 +69,19 @@ private:
     std::chrono::steady_clock::time_point t0_, last_{};
 };
 
+// The port's UUCP lock file, for the signal handler below: a handler reaches nothing but
+// static storage, so this one path is the command's own (written before the handler is
+// installed, then only read).
+char g_lock_file[4096];
+
+// SIGINT, SIGTERM, SIGHUP (Ctrl-C, kill, a closed ssh session): the lock file goes with the
+// process, as at a normal exit (it was left behind), then the signal's default action.
+extern "C" void remove_lock_and_die(int sig) {
+    if (g_lock_file[0]) fw::remove_own_lock_file(g_lock_file);
+    ::signal(sig, SIG_DFL);
+    ::raise(sig);
+}
+
 }  // namespace
 
 int cmd_flash(const FlashArgs& a) {
@@ -105,6 +122,9 @@ int cmd_flash(const FlashArgs& a) {
         bytes = unverified;
     }
     fw::SerialPort port(a.port, a.baud, a.rtscts);
+    const std::string& lock_file = port.lock_file();
+    if (lock_file.size() < sizeof g_lock_file) std::memcpy(g_lock_file, lock_file.c_str(), lock_file.size() + 1);
+    const ScopedSignals signals(remove_lock_and_die);
     fw::SenderOptions o;
     // A whole frame takes 10 bits per byte on the line; wait twice that, plus a second.
     o.timeout_ms = a.timeout_ms > 0 ? a.timeout_ms : 1000 + static_cast<int>(2 * fw::kMaxFrame * 10 * 1000.0 / a.baud);

@@ -21,6 +21,7 @@
 #include "cli/help_format.h"
 #include "cli/option_checks.h"
 #include "firmware/console.h"
+#include "firmware/port_lock.h"
 #include "firmware/serial_port.h"
 #include "runtime/model.h"
 #include "runtime/error.h"
@@ -45,9 +46,10 @@ void restore_terminal() {
     if (g_undo.fd >= 0) ::tcsetattr(g_undo.fd, TCSANOW, &g_undo.settings);
 }
 
-void undo_and_die(int sig) {  // async-signal-safe: tcsetattr, unlink, signal, raise
+void undo_and_die(int sig) {  // async-signal-safe: tcsetattr, remove_own_lock_file, signal, raise
     restore_terminal();
-    if (g_undo.lock_file[0]) ::unlink(g_undo.lock_file);
+    // Only while it holds our PID: one taken over by another program since is theirs.
+    if (g_undo.lock_file[0]) fw::remove_own_lock_file(g_undo.lock_file);
     ::signal(sig, SIG_DFL);
     ::raise(sig);
 }
@@ -56,7 +58,9 @@ void on_fatal_signals() {
     struct sigaction sa{};
     sa.sa_handler = undo_and_die;
     sigemptyset(&sa.sa_mask);
-    for (int sig : {SIGTERM, SIGHUP, SIGINT, SIGQUIT}) ::sigaction(sig, &sa, nullptr);
+    // The signals whose default action ends the process, that a person or a script sends
+    // (SIGPIPE is ignored; SIGKILL cannot be caught: a lock left by it is stale for the next).
+    for (int sig : {SIGTERM, SIGHUP, SIGINT, SIGQUIT, SIGUSR1, SIGUSR2, SIGALRM}) ::sigaction(sig, &sa, nullptr);
 }
 
 // Raw input on the terminal at fd (no echo, no line editing, no signal keys; the console

@@ -110,13 +110,20 @@ void FlashReceiver::finish(uint8_t status, const std::string& message) {
 
 FlashOutcome FlashReceiver::outcome() const {
     FlashOutcome o = outcome_;
-    if (!o.installed && !installed_name_.empty()) {
-        // An offer or ABORT after an install used to make the console forget the install:
-        // it reported the later failure and kept the old model loaded, the new one on disk.
-        o.installed = true;
-        o.name = installed_name_;
-        o.message = installed_message_ + (o.message.empty() ? "" : "; after that: " + o.message);
+    if (installs_.empty()) return o;
+    // Every install of the session is said, in order: a second one used to hide the first,
+    // and an offer of the same file again ("already installed") the fresh install before it.
+    std::string all;
+    for (const std::string& m : installs_) all += (all.empty() ? "" : "; then ") + m;
+    if (o.installed) {
+        o.message = all;  // the last offer installed: its message is the list's last
+        return o;
     }
+    // An offer or ABORT after an install used to make the console forget the install: it
+    // reported the later failure and kept the old model loaded, the new one on disk.
+    o.installed = true;
+    o.name = installed_name_;
+    o.message = all + (o.message.empty() ? "" : "; after that: " + o.message);
     return o;
 }
 
@@ -304,7 +311,7 @@ void FlashReceiver::on_done(const Frame& in, std::vector<Frame>& out) {
         finish(0, "already installed " + name_ + ".ember (" + std::to_string(size_) + " bytes, sha256 " + sha_hex_ + ")" + warning);
         outcome_.installed = true;
         installed_name_ = name_;
-        installed_message_ = outcome_.message;
+        installs_.push_back(outcome_.message);
         out.push_back(make(FrameType::Result, in.seq, result_));
         return;
     }
@@ -319,7 +326,9 @@ void FlashReceiver::on_done(const Frame& in, std::vector<Frame>& out) {
     // part_fd_ (and its flock) stays open until the rename: another console's offer must not
     // remove the file between its checks and its install.
     const std::string got = sha256_file(part_path_);
-    if (got != sha_hex_) return reject("SHA-256 mismatch: the received file hashes to " + got + ", the offer said " + sha_hex_);
+    if (got != sha_hex_)
+        return reject("SHA-256 mismatch: the received file hashes to " + got + ", the offer said " + sha_hex_ +
+                      " (the partial file is removed: a new run sends the file from its start)");
     try {
         auto model = Model::open(part_path_);
         // A valid file whose sessions this device cannot hold would replace a model that runs.
@@ -346,7 +355,7 @@ void FlashReceiver::on_done(const Frame& in, std::vector<Frame>& out) {
     }
     finish(0, "installed " + name_ + ".ember (" + std::to_string(size_) + " bytes, sha256 " + sha_hex_ + ")" + warning);
     installed_name_ = name_;
-    installed_message_ = outcome_.message;
+    installs_.push_back(outcome_.message);
     out.push_back(make(FrameType::Result, in.seq, result_));
 }
 

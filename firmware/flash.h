@@ -95,7 +95,8 @@ private:
     int part_fd_ = -1;
     std::vector<uint8_t> result_;  // the RESULT payload, resent for a repeated DONE
     FlashOutcome outcome_;         // of the current offer
-    std::string installed_name_, installed_message_;  // the session's last install, if any
+    std::string installed_name_;        // the session's last install, if any
+    std::vector<std::string> installs_;  // every install's message this session, in order
 };
 
 // Runs a FlashReceiver over in_fd/out_fd until BYE, ABORT, idle timeout or a closed line.

@@ -82,8 +82,8 @@ bool create_lock(const std::string& path, const std::string& dir) {
     const int write_errno = errno;
     ::close(fd);
     if (!wrote) {
-        ::unlink(tmp.c_str());
-        fail(printable(tmp, 200), ": cannot write the lock file: ", std::strerror(write_errno));
+        ::unlink(tmp.c_str());  // named by its folder below: the temporary is gone
+        fail(printable(dir, 200), ": cannot write a lock file there: ", std::strerror(write_errno));
     }
     const int r = ::link(tmp.c_str(), path.c_str());
     const int e = errno;
@@ -143,7 +143,25 @@ PortLock::PortLock(const std::string& port, int fd, const std::string& lock_dir)
 }
 
 PortLock::~PortLock() {
-    if (!lock_file_.empty() && read_lock_pid(lock_file_) == ::getpid()) ::unlink(lock_file_.c_str());
+    if (!lock_file_.empty()) remove_own_lock_file(lock_file_.c_str());
+}
+
+void remove_own_lock_file(const char* path) noexcept {
+    const int fd = ::open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW);
+    if (fd < 0) return;
+    char buf[32];
+    const ssize_t n = ::read(fd, buf, sizeof buf);
+    ::close(fd);
+    long pid = 0;
+    bool digits = false;
+    for (ssize_t i = 0; i < n; ++i) {  // the HDB format: spaces, then the decimal PID
+        if (buf[i] == ' ' && !digits) continue;
+        if (buf[i] < '0' || buf[i] > '9') break;
+        digits = true;
+        pid = pid * 10 + (buf[i] - '0');
+        if (pid > std::numeric_limits<pid_t>::max()) return;
+    }
+    if (digits && pid == ::getpid()) ::unlink(path);
 }
 
 }  // namespace ember::fw

@@ -33,6 +33,11 @@ private:
     std::string lock_file_;
 };
 
+// Removes the lock file at `path` when it holds this process's PID (a file another program
+// put there since, after ours was taken over as stale, is left alone). Async-signal-safe
+// (open, read, close, getpid, unlink): for the destructor and for signal handlers.
+void remove_own_lock_file(const char* path) noexcept;
+
 // LOCKDIR/LCK..NAME for a port path ("/dev/ttyUSB0" -> "/var/lock/LCK..ttyUSB0"; a link to
 // /dev/ttyUSB0 gives the same).
 std::string uucp_lock_path(const std::string& port, const std::string& lock_dir);

@@ -3,6 +3,7 @@
 // Flash the default model, then `gen` with a seed gives the text `ember generate` gives.
 #include <doctest/doctest.h>
 
+#include <fcntl.h>
 #include <pty.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -11,14 +12,17 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iterator>
 #include <set>
 #include <thread>
 #include <string>
 
 #include "converter/convert.h"
+#include "firmware/port_lock.h"
 #include "firmware/fw_test_util.h"
 #include "runtime/sha256.h"
 #include "test_util.h"
@@ -55,6 +59,13 @@ struct Pty {
         if (slave >= 0) ::close(slave);
     }
 };
+
+// The UUCP lock file's contents for `pid`: 10 characters, right-aligned, and a newline.
+std::string pid_line_of(long pid) {
+    char b[16];
+    std::snprintf(b, sizeof b, "%10ld\n", pid);
+    return b;
+}
 
 }  // namespace
 
@@ -364,4 +375,68 @@ TEST_CASE("ember-console: two consoles loading models in one folder never leave 
     CHECK(r.status == 0);
     struct stat st {};
     CHECK(::stat((models + "/current.tmp-999999999").c_str(), &st) != 0);
+}
+
+TEST_CASE("ember flash and ember-console killed by a signal remove their own UUCP lock file, and only their own") {
+    // ember flash left /var/lock/LCK..NAME on Ctrl-C, SIGTERM and SIGHUP (it had no handler);
+    // ember-console removed it on SIGTERM even when another program's PID was in it by then,
+    // and left it on SIGUSR1 or SIGALRM.
+#ifdef EMBER_EMULATOR
+    MESSAGE("skipped under the emulator: the signal goes to qemu-user, not to the program's handler alone");
+#else
+    if (::access(fw::kUucpLockDir, W_OK) != 0) {
+        MESSAGE("skipped: " << fw::kUucpLockDir << " is not writable here (the programs take no UUCP lock then)");
+        return;
+    }
+    test::TempDir dir;
+    test::write_file(dir.file("any.ember"), "not checked with --no-verify\n");
+    // Starts the program, waits for its lock file, sends `sig` (after `meanwhile`), and returns
+    // the signal that ended it (0 when it exited).
+    auto killed_by = [&](const test::ProgramArgv& argv, const std::string& lock, int sig, const std::function<void()>& meanwhile) {
+        const pid_t pid = ::fork();
+        REQUIRE(pid >= 0);
+        if (pid == 0) {
+            const int null = ::open("/dev/null", O_RDWR);
+            ::dup2(null, 0);
+            ::dup2(null, 1);
+            ::dup2(null, 2);
+            argv.exec();
+            _exit(127);
+        }
+        for (int i = 0; i < 300 && test::read_file(lock) != pid_line_of(pid); ++i) ::usleep(10000);
+        CHECK(test::read_file(lock) == pid_line_of(pid));
+        meanwhile();
+        ::kill(pid, sig);
+        int status = 0;
+        REQUIRE(::waitpid(pid, &status, 0) == pid);
+        return WIFSIGNALED(status) ? WTERMSIG(status) : 0;
+    };
+    for (int sig : {SIGTERM, SIGHUP, SIGINT}) {
+        CAPTURE(sig);
+        Pty host;  // nothing answers: ember flash waits, holding the port
+        const std::string lock = fw::uucp_lock_path(host.path, fw::kUucpLockDir);
+        const test::ProgramArgv flash(EMBER_CLI, {"flash", "--no-verify", "--port", host.path, dir.file("any.ember"), "--timeout", "10000"});
+        CHECK(killed_by(flash, lock, sig, [] {}) == sig);
+        CHECK(!fwtest::exists(lock));
+    }
+    for (int sig : {SIGTERM, SIGUSR1, SIGALRM}) {
+        CAPTURE(sig);
+        Pty device;
+        const std::string lock = fw::uucp_lock_path(device.path, fw::kUucpLockDir);
+        const test::ProgramArgv console(EMBER_CONSOLE, {"--port", device.path, "--models", dir.path()});
+        CHECK(killed_by(console, lock, sig, [] {}) == sig);
+        CHECK(!fwtest::exists(lock));
+    }
+    // A lock file that another program's PID has replaced (ours having been taken for stale)
+    // is left to it.
+    Pty device;
+    const std::string lock = fw::uucp_lock_path(device.path, fw::kUucpLockDir);
+    const test::ProgramArgv console(EMBER_CONSOLE, {"--port", device.path, "--models", dir.path()});
+    CHECK(killed_by(console, lock, SIGTERM, [&] {
+              test::write_file(lock + ".new", pid_line_of(1));
+              REQUIRE(::rename((lock + ".new").c_str(), lock.c_str()) == 0);
+          }) == SIGTERM);
+    CHECK(test::read_file(lock) == pid_line_of(1));
+    ::unlink(lock.c_str());
+#endif
 }

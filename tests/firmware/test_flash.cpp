@@ -857,6 +857,52 @@ TEST_CASE("flash: an install is kept when a later offer in the same session is r
     }
 }
 
+TEST_CASE("flash receiver: bytes that do not hash to the offer's SHA-256 are refused, the partial file removed, and the message says a new run starts over") {
+    // A partial file corrupted on the device between sessions resumes and fails once; the
+    // refusal did not say that the next run sends from the start (it does).
+    TempDir dir;
+    ReceiverOptions ro;
+    ro.models_dir = dir.path();
+    FlashReceiver rx(ro);
+    std::vector<Frame> out;
+    const std::string offered(100, 'a'), sent(100, 'b');
+    const std::string sha = sha256_hex(offered.data(), offered.size());
+    rx.handle(frame_of(FrameType::Offer, 1, offer_payload(offered.size(), sha, "m")), out);
+    rx.handle(frame_of(FrameType::Data, 2, u64_payload(0, sent)), out);
+    rx.handle(frame_of(FrameType::Done, 3), out);
+    REQUIRE(out.size() == 3);
+    CHECK((out[2].type == FrameType::Result && out[2].payload.at(0) == 1));
+    CHECK(std::string(out[2].payload.begin() + 1, out[2].payload.end()) ==
+          "SHA-256 mismatch: the received file hashes to " + sha256_hex(sent.data(), sent.size()) + ", the offer said " + sha +
+              " (the partial file is removed: a new run sends the file from its start)");
+    CHECK(part_files(dir.path()) == 0);
+    CHECK(!exists(dir.file("m.ember")));
+}
+
+TEST_CASE("flash: every install of one session is reported, in order, and the last is loaded") {
+    // A second install hid the first (the console said only "flash: installed two.ember"), and
+    // an offer of the same file again said only "already installed", hiding the fresh install.
+    for (const bool same : {false, true}) {
+        CAPTURE(same);
+        Setup s;
+        SocketPair line;
+        Device dev(line.fd[1], device_options(s.dir.path()));
+        RawHost host(line.fd[0]);
+        const std::string second = same ? "default" : "second";
+        REQUIRE(host.install(s.new_bytes, "default").payload.at(0) == 0);
+        REQUIRE(host.install(s.new_bytes, second).payload.at(0) == 0);
+        host.send(frame_of(FrameType::Bye, host.seq++));
+        const std::string facts = " (" + std::to_string(s.new_bytes.size()) + " bytes, sha256 " + s.new_sha + ")";
+        std::string seen;
+        const size_t k = expect(line.fd[0], seen, "flash: installed default.ember" + facts + "; then " + (same ? "already " : "") +
+                                                      "installed " + second + ".ember" + facts + "\n");
+        CAPTURE(seen);
+        CHECK(k != std::string::npos);
+        CHECK(expect(line.fd[0], seen, "OK loaded " + second, k == std::string::npos ? 0 : k) != std::string::npos);
+        CHECK(read_file(s.dir.file("current")) == second + "\n");
+    }
+}
+
 TEST_CASE("flash receiver: BYE before a transfer is complete says how far it got, not \"before any offer\"") {
     // Every session that ended without a verdict used to say "the host ended the session
     // before any offer", after offers and data too.
