@@ -1,4 +1,5 @@
 // `ember flash`: sends a model to ember-console over a serial line (firmware/PROTOCOL.md).
+#include <pthread.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -121,10 +122,24 @@ int cmd_flash(const FlashArgs& a) {
         if (unverified.empty()) fail(printable(a.model, 200), ": the file is empty (not flashed)");
         bytes = unverified;
     }
-    fw::SerialPort port(a.port, a.baud, a.rtscts);
+    // The signals wait (blocked) from before the lock file is made until the handler knows its
+    // path: one that came in between killed the process and left the lock.
+    sigset_t ending, before;
+    sigemptyset(&ending);
+    for (int sig : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&ending, sig);
+    ::pthread_sigmask(SIG_BLOCK, &ending, &before);
+    const ScopedSignals signals(remove_lock_and_die);
+    std::unique_ptr<fw::SerialPort> opened;
+    try {
+        opened = std::make_unique<fw::SerialPort>(a.port, a.baud, a.rtscts);
+    } catch (...) {
+        ::pthread_sigmask(SIG_SETMASK, &before, nullptr);
+        throw;
+    }
+    fw::SerialPort& port = *opened;
     const std::string& lock_file = port.lock_file();
     if (lock_file.size() < sizeof g_lock_file) std::memcpy(g_lock_file, lock_file.c_str(), lock_file.size() + 1);
-    const ScopedSignals signals(remove_lock_and_die);
+    ::pthread_sigmask(SIG_SETMASK, &before, nullptr);
     fw::SenderOptions o;
     // A whole frame takes 10 bits per byte on the line; wait twice that, plus a second.
     o.timeout_ms = a.timeout_ms > 0 ? a.timeout_ms : 1000 + static_cast<int>(2 * fw::kMaxFrame * 10 * 1000.0 / a.baud);

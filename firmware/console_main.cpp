@@ -5,6 +5,7 @@
 // SIGINT and SIGQUIT (sent by kill; the keys no longer raise them).
 #include <CLI/CLI.hpp>
 
+#include <pthread.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <termios.h>
@@ -54,13 +55,25 @@ void undo_and_die(int sig) {  // async-signal-safe: tcsetattr, remove_own_lock_f
     ::raise(sig);
 }
 
+// The signals whose default action ends the process, that a person or a script sends
+// (SIGPIPE is ignored; SIGKILL cannot be caught: a lock left by it is stale for the next).
+constexpr int kFatalSignals[] = {SIGTERM, SIGHUP, SIGINT, SIGQUIT, SIGUSR1, SIGUSR2, SIGALRM};
+
+const sigset_t& fatal_signal_set() {
+    static const sigset_t set = [] {
+        sigset_t s;
+        sigemptyset(&s);
+        for (int sig : kFatalSignals) sigaddset(&s, sig);
+        return s;
+    }();
+    return set;
+}
+
 void on_fatal_signals() {
     struct sigaction sa{};
     sa.sa_handler = undo_and_die;
     sigemptyset(&sa.sa_mask);
-    // The signals whose default action ends the process, that a person or a script sends
-    // (SIGPIPE is ignored; SIGKILL cannot be caught: a lock left by it is stale for the next).
-    for (int sig : {SIGTERM, SIGHUP, SIGINT, SIGQUIT, SIGUSR1, SIGUSR2, SIGALRM}) ::sigaction(sig, &sa, nullptr);
+    for (int sig : kFatalSignals) ::sigaction(sig, &sa, nullptr);
 }
 
 // Raw input on the terminal at fd (no echo, no line editing, no signal keys; the console
@@ -171,11 +184,21 @@ int run_console(Args& a) {
         // terminal the console itself is on: there the person sees every answer already.
         o.log_fd = a.use_stdio && ::isatty(2) ? -1 : 2;
         if (!a.use_stdio) {
-            sp = std::make_unique<fw::SerialPort>(a.port, a.baud, a.rtscts);  // locked: refused at once when in use
+            // The signals wait (blocked) from before the lock file is made until the handler
+            // knows its path: one that came in between killed the process and left the lock.
+            sigset_t before;
+            ::pthread_sigmask(SIG_BLOCK, &fatal_signal_set(), &before);
+            on_fatal_signals();
+            try {
+                sp = std::make_unique<fw::SerialPort>(a.port, a.baud, a.rtscts);  // locked: refused at once when in use
+            } catch (...) {
+                ::pthread_sigmask(SIG_SETMASK, &before, nullptr);
+                throw;
+            }
             in = out = sp->fd();
             const std::string& lf = sp->lock_file();  // systemctl stop (SIGTERM) removes it too
             if (lf.size() < sizeof g_undo.lock_file) std::memcpy(g_undo.lock_file, lf.c_str(), lf.size() + 1);
-            on_fatal_signals();
+            ::pthread_sigmask(SIG_SETMASK, &before, nullptr);
         } else if (::isatty(0)) {
             make_raw(0);
             o.echo = true;  // the terminal no longer echoes: the console's editor does

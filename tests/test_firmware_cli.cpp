@@ -17,8 +17,10 @@
 #include <fstream>
 #include <functional>
 #include <iterator>
+#include <memory>
 #include <set>
 #include <thread>
+#include <vector>
 #include <string>
 
 #include "converter/convert.h"
@@ -392,18 +394,21 @@ TEST_CASE("ember flash and ember-console killed by a signal remove their own UUC
     test::write_file(dir.file("any.ember"), "not checked with --no-verify\n");
     // Starts the program, waits for its lock file, sends `sig` (after `meanwhile`), and returns
     // the signal that ended it (0 when it exited).
+    const std::string err = dir.file("stderr");
     auto killed_by = [&](const test::ProgramArgv& argv, const std::string& lock, int sig, const std::function<void()>& meanwhile) {
         const pid_t pid = ::fork();
         REQUIRE(pid >= 0);
         if (pid == 0) {
             const int null = ::open("/dev/null", O_RDWR);
+            const int e = ::open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
             ::dup2(null, 0);
             ::dup2(null, 1);
-            ::dup2(null, 2);
+            ::dup2(e, 2);
             argv.exec();
             _exit(127);
         }
         for (int i = 0; i < 300 && test::read_file(lock) != pid_line_of(pid); ++i) ::usleep(10000);
+        CAPTURE(test::read_file(err));
         CHECK(test::read_file(lock) == pid_line_of(pid));
         meanwhile();
         ::kill(pid, sig);
@@ -411,9 +416,20 @@ TEST_CASE("ember flash and ember-console killed by a signal remove their own UUC
         REQUIRE(::waitpid(pid, &status, 0) == pid);
         return WIFSIGNALED(status) ? WTERMSIG(status) : 0;
     };
+    // A pty whose number has no lock file: a test running beside this one may still hold the
+    // lock of a pty it closed, whose number the kernel then gives here. Those are kept open
+    // until the end, so that each new one gets another number.
+    std::vector<std::unique_ptr<Pty>> held;
+    auto free_pty = [&]() -> Pty& {
+        for (;;) {
+            held.push_back(std::make_unique<Pty>());
+            if (!fwtest::exists(fw::uucp_lock_path(held.back()->path, fw::kUucpLockDir))) return *held.back();
+            REQUIRE(held.size() < 50);
+        }
+    };
     for (int sig : {SIGTERM, SIGHUP, SIGINT}) {
         CAPTURE(sig);
-        Pty host;  // nothing answers: ember flash waits, holding the port
+        Pty& host = free_pty();  // nothing answers: ember flash waits, holding the port
         const std::string lock = fw::uucp_lock_path(host.path, fw::kUucpLockDir);
         const test::ProgramArgv flash(EMBER_CLI, {"flash", "--no-verify", "--port", host.path, dir.file("any.ember"), "--timeout", "10000"});
         CHECK(killed_by(flash, lock, sig, [] {}) == sig);
@@ -421,7 +437,7 @@ TEST_CASE("ember flash and ember-console killed by a signal remove their own UUC
     }
     for (int sig : {SIGTERM, SIGUSR1, SIGALRM}) {
         CAPTURE(sig);
-        Pty device;
+        Pty& device = free_pty();
         const std::string lock = fw::uucp_lock_path(device.path, fw::kUucpLockDir);
         const test::ProgramArgv console(EMBER_CONSOLE, {"--port", device.path, "--models", dir.path()});
         CHECK(killed_by(console, lock, sig, [] {}) == sig);
@@ -429,7 +445,7 @@ TEST_CASE("ember flash and ember-console killed by a signal remove their own UUC
     }
     // A lock file that another program's PID has replaced (ours having been taken for stale)
     // is left to it.
-    Pty device;
+    Pty& device = free_pty();
     const std::string lock = fw::uucp_lock_path(device.path, fw::kUucpLockDir);
     const test::ProgramArgv console(EMBER_CONSOLE, {"--port", device.path, "--models", dir.path()});
     CHECK(killed_by(console, lock, SIGTERM, [&] {
